@@ -1,0 +1,17 @@
+"""Implementation of requests_fastssl. Importing this package (or any module in it) installs
+nothing: the pytest plugin and start-up activation import from here, and only
+``import requests_fastssl`` installs the shim.
+
+Modules, one job each:
+  _install   install()/uninstall()/status(), the kill switch, the lazy import hook
+  _wrappers  the two wrappers on requests' TLS hooks and the rules for stepping aside
+  _registry  spec -> shared context: single flight, LRU bound, counters
+  _contexts  building a context as urllib3 would, and freezing it
+  _keys      the registry key (Spec) and file identity
+  _status    the State, Status and Stats types
+  _errors    the exceptions
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,303 @@
+"""Install state: ``install()``, ``uninstall()``, ``status()``, the kill switch, the import hook.
+
+Importing this module imports nothing the interpreter has not already loaded (``sys``,
+``os``, ``_thread``), so activating the shim at start-up costs next to nothing in programs
+that never use requests. wrapt, requests and ssl are imported only when the application
+imports ``requests.adapters``: a ``sys.meta_path`` entry of our own notices that import and
+patches right after the module has run. (wrapt's post-import hooks would do the same, but
+importing wrapt alone costs more than the whole start-up budget.)
+
+One re-entrant lock serialises every state change, including the patching done from the
+import hook. The wrappers never take it: they read ``STATE.active`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+
+from ._errors import UnsupportedVersionError
+
+# Not typing.TYPE_CHECKING: importing typing alone costs more than our start-up budget.
+# Type checkers treat any constant of this name as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
+
+    from ._status import Stats, Status
+
+__all__ = ["STATE", "clear", "install", "stats", "status", "uninstall"]
+
+ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
+_FALSE_WORDS = ("", "0", "false", "no", "off")
+_TARGET_MODULE = "requests.adapters"
+
+
+class _State:
+    __slots__ = (
+        "active",
+        "cert_verify_handle",
+        "handles",
+        "hook",
+        "max_contexts",
+        "phase",
+        "reason",
+        "strict",
+        "wanted",
+        "warned",
+    )
+
+    def __init__(self) -> None:
+        self.wanted = False  # install() was called more recently than uninstall()
+        self.active = False  # read by the wrappers on every call
+        self.phase = "not-installed"  # a State value; see _status.State
+        self.reason = ""
+        self.strict = False
+        self.handles: list[tuple[Any, str, Any]] = []  # (owner, attribute, wrapt handle)
+        self.cert_verify_handle: Any = None
+        self.hook: _AdaptersImportHook | None = None
+        self.max_contexts: int | None = None
+        self.warned = False
+
+
+STATE = _State()
+_lock = _thread.RLock()
+
+
+def _logger() -> Any:
+    import logging
+
+    return logging.getLogger("requests_fastssl")
+
+
+def _debug(message: str, *args: Any) -> None:
+    # Until logging is imported nobody can have configured a handler, and a DEBUG record
+    # with no handler goes nowhere: importing logging (tens of ms) just to drop it is waste.
+    if "logging" in sys.modules:
+        _logger().debug(message, *args)
+
+
+def disabled_by_env() -> str | None:
+    """The kill switch's value if it disables the shim, else None.
+
+    Any value but empty, 0, false, no or off disables: an operator who set the variable
+    to something we do not recognise meant to turn the shim off.
+    """
+    value = os.environ.get(ENV_DISABLE)
+    if value is None or value.strip().lower() in _FALSE_WORDS:
+        return None
+    return value
+
+
+def install(*, strict: bool = False, max_contexts: int | None = None) -> Status:
+    """Install the shim (idempotent, thread-safe); returns the resulting status.
+
+    Nothing TLS-related happens here. If ``requests.adapters`` is imported already it is
+    patched now, otherwise as soon as it is imported. ``strict=True`` raises
+    ``UnsupportedVersionError`` instead of logging a warning when the requests/urllib3 in
+    use cannot be patched safely (only detectable once requests is imported).
+    ``max_contexts`` bounds the number of shared contexts kept (default 64, LRU).
+    """
+    if not isinstance(strict, bool):
+        raise TypeError(f"strict must be a bool, not {type(strict).__name__}")
+    if max_contexts is not None and (
+        not isinstance(max_contexts, int) or isinstance(max_contexts, bool) or max_contexts < 1
+    ):
+        raise ValueError(f"max_contexts must be a positive int, not {max_contexts!r}")
+    wait_for_import = False
+    with _lock:
+        if max_contexts is not None:
+            STATE.max_contexts = max_contexts
+            registry = sys.modules.get("_requests_fastssl._registry")
+            if registry is not None:
+                registry.REGISTRY.resize(max_contexts)
+        switch = disabled_by_env()
+        if switch is not None:
+            if not STATE.active:
+                STATE.phase, STATE.reason = "disabled", f"{ENV_DISABLE}={switch}"
+                _debug("requests_fastssl: %s=%s, not installing", ENV_DISABLE, switch)
+            return status()
+        STATE.wanted, STATE.strict = True, strict
+        if not STATE.active:
+            adapters = sys.modules.get(_TARGET_MODULE)
+            if adapters is None:
+                _add_hook()
+                STATE.phase, STATE.reason = "pending", "waiting for requests to be imported"
+            elif getattr(getattr(adapters, "__spec__", None), "_initializing", False):
+                # Another thread is importing requests right now. If our hook saw that
+                # import it will patch when it ends; otherwise wait for it below.
+                STATE.phase, STATE.reason = "pending", "requests is being imported"
+                wait_for_import = not isinstance(
+                    getattr(adapters, "__loader__", None), _CallbackLoader
+                )
+            else:
+                _activate(adapters)
+    if wait_for_import:
+        import importlib
+
+        adapters = importlib.import_module(_TARGET_MODULE)  # blocks until that import ends
+        with _lock:
+            if STATE.wanted and not STATE.active:
+                _activate(adapters)
+    return status()
+
+
+def uninstall() -> Status:
+    """Restore requests' original functions (idempotent, thread-safe).
+
+    Only our wrapt layers are removed; wrappers other libraries put on the same functions,
+    above or below ours, stay. Should a non-wrapt layer sit on top of ours (one that
+    captured it with getattr), ours cannot be spliced out: it stays in place, inactive,
+    and requests behaves as stock. Cached contexts are dropped.
+    """
+    with _lock:
+        STATE.wanted = False
+        STATE.active = False
+        _remove_hook()
+        if STATE.handles:
+            import wrapt
+
+            kept = []
+            for owner, name, handle in STATE.handles:
+                try:
+                    wrapt.unwrap_object(owner, name, handle)
+                except (wrapt.WrapperNotOutermostError, wrapt.WrapperNotFoundError) as exc:
+                    _debug("requests_fastssl: leaving an inactive wrapper on %s: %s", name, exc)
+                    kept.append((owner, name, handle))
+            STATE.handles = kept
+            if not kept:
+                STATE.cert_verify_handle = None
+        STATE.phase, STATE.reason = "not-installed", ""
+        if STATE.handles:
+            STATE.reason = "inactive wrappers left under other layers"
+        registry = sys.modules.get("_requests_fastssl._registry")
+        if registry is not None:
+            registry.REGISTRY.clear()
+    return status()
+
+
+def status() -> Status:
+    """Whether the shim is not installed, disabled, pending, active or unsupported, and why."""
+    from ._status import State, Status
+
+    with _lock:
+        return Status(State(STATE.phase), STATE.reason)
+
+
+def stats() -> Stats:
+    """The registry's counters (see ``Stats``)."""
+    from ._registry import REGISTRY
+
+    return REGISTRY.stats()
+
+
+def clear() -> None:
+    """Drop every cached context; the next new pool builds afresh. Counters are kept."""
+    registry = sys.modules.get("_requests_fastssl._registry")
+    if registry is not None:
+        registry.REGISTRY.clear()
+
+
+def _activate(adapters: ModuleType) -> None:
+    """Patch an imported requests.adapters (called with the lock held)."""
+    from . import _wrappers
+    from ._registry import REGISTRY
+
+    reason = _wrappers.unsupported_reason(adapters)
+    if reason is not None:
+        STATE.phase, STATE.reason = "unsupported", reason
+        if STATE.strict:
+            raise UnsupportedVersionError(f"requests_fastssl cannot patch: {reason}")
+        if not STATE.warned:
+            STATE.warned = True
+            _logger().warning("requests_fastssl: leaving requests stock: %s", reason)
+        return
+    _wrappers.prepare(adapters)
+    if STATE.max_contexts is not None:
+        REGISTRY.resize(STATE.max_contexts)
+    if not STATE.handles:  # else: wrappers left inactive by uninstall() are reused
+        import wrapt
+
+        for owner, name, wrapper in (
+            (adapters, "_urllib3_request_context", _wrappers.request_context_wrapper),
+            (adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper),
+        ):
+            # Positional: wrapt 2.0 renamed the first parameter.
+            handle = wrapt.wrap_function_wrapper(owner, name, wrapper)
+            STATE.handles.append((owner, name, handle))
+        STATE.cert_verify_handle = STATE.handles[1][2]
+    STATE.active = True
+    STATE.phase, STATE.reason = "active", ""
+    _debug("requests_fastssl: patched requests.adapters")
+
+
+def _on_adapters_imported(module: ModuleType) -> None:
+    """Called by the import hook right after requests.adapters ran. Never raises:
+    a failure here must not break the application's ``import requests``."""
+    try:
+        with _lock:
+            _remove_hook()
+            if STATE.wanted and not STATE.active:
+                STATE.strict = False  # nobody to raise to inside someone else's import
+                _activate(module)
+    except Exception as exc:
+        with _lock:
+            STATE.phase, STATE.reason = "unsupported", f"patching failed: {exc!r}"
+        _logger().exception("requests_fastssl: patching requests failed; requests stays stock")
+
+
+class _AdaptersImportHook:
+    """``sys.meta_path`` entry that calls back once requests.adapters has executed."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != _TARGET_MODULE:
+            return None
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            if finder is self or find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _CallbackLoader(spec.loader)
+        return spec
+
+
+class _CallbackLoader:
+    """Runs the real loader, puts it back on the module, then calls the hook."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        _on_adapters_imported(module)
+
+
+def _add_hook() -> None:
+    if STATE.hook is None:
+        STATE.hook = _AdaptersImportHook()
+        sys.meta_path.insert(0, STATE.hook)
+
+
+def _remove_hook() -> None:
+    if STATE.hook is not None:
+        try:
+            sys.meta_path.remove(STATE.hook)
+        except ValueError:
+            pass  # someone rebuilt sys.meta_path; the hook is gone either way
+        STATE.hook = None

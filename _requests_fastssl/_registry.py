@@ -1,0 +1,111 @@
+"""The registry: spec -> published shared context, single flight, LRU-bounded, with counters.
+
+It knows nothing about requests: callers hand it a key and a build function. N threads
+asking for the same missing key cause one build; the others wait for that build and share
+its result, including a failed one (they then all go to stock requests). Failures are never
+cached: the next request for the key tries again, so a fixed file heals on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+from ._status import Stats
+
+__all__ = ["REGISTRY", "Registry"]
+
+DEFAULT_MAX_CONTEXTS = 64
+_log = logging.getLogger("requests_fastssl")
+
+
+class _Flight:
+    __slots__ = ("done", "result")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: Any | None = None
+
+
+class Registry:
+    def __init__(self, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._flights: dict[Hashable, _Flight] = {}
+        self._max = max_contexts
+        self._counts = dict.fromkeys(Stats._fields, 0)
+        self._counts["build_seconds"] = 0.0
+
+    def get(self, key: Hashable, build: Callable[[Any], Any | None]) -> Any | None:
+        """The context for ``key``, built by ``build(key)`` if missing; None if that failed."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                self._counts["reuses"] += 1
+                return found
+            flight = self._flights.get(key)
+            leader = flight is None
+            if flight is None:
+                flight = self._flights[key] = _Flight()
+        if not leader:
+            flight.done.wait()
+            if flight.result is not None:
+                self.count("reuses")
+            return flight.result
+        result = None
+        started = time.perf_counter()
+        try:
+            result = build(key)
+        except Exception as exc:
+            # Expected for a missing, unreadable or malformed file: stock requests will
+            # raise its own error for the same request, so ours is only worth a debug line.
+            _log.debug("requests_fastssl: building a context failed (%r); stock handles it", exc)
+        finally:
+            elapsed = time.perf_counter() - started
+            with self._lock:
+                del self._flights[key]
+                flight.result = result
+                if result is None:
+                    self._counts["build_failures"] += 1
+                else:
+                    self._counts["contexts_built"] += 1
+                    self._counts["build_seconds"] += elapsed
+                    self._entries[key] = result
+                    self._evict()
+            flight.done.set()
+        return result
+
+    def _evict(self) -> None:
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+            self._counts["evictions"] += 1
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += n
+
+    def resize(self, max_contexts: int) -> None:
+        with self._lock:
+            self._max = max_contexts
+            self._evict()
+
+    @property
+    def max_contexts(self) -> int:
+        return self._max
+
+    def clear(self) -> None:
+        """Drop every published context (pools holding one keep it until they go)."""
+        with self._lock:
+            self._entries.clear()
+
+    def stats(self) -> Stats:
+        with self._lock:
+            counts = dict(self._counts, entries=len(self._entries))
+        return Stats(**counts)
+
+
+REGISTRY = Registry()

@@ -1,0 +1,131 @@
+"""A small threaded HTTPS server on loopback, for the tests and the benchmark.
+
+Every response is a JSON object naming the client certificate the server saw
+(``{"client_cn": "client-a"}`` or ``{"client_cn": null}``), so a test can prove which
+identity a request presented. Handshakes run in the handler thread, so one slow or failing
+client never blocks the others, and failed handshakes are counted, not printed.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["HTTPSServer"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _TLSServer
+
+    def do_GET(self) -> None:
+        cn = _common_name(self.connection.getpeercert())  # type: ignore[attr-defined]
+        self.server.owner._saw(cn)
+        body = json.dumps({"client_cn": cn, "path": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if self.headers.get("Connection", "").lower() == "close":
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: tests assert on behaviour, not on server logs
+
+
+def _common_name(peercert: Any) -> str | None:
+    for rdn in (peercert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
+class _TLSServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # hundreds of clients connect at once in the count tests
+    owner: HTTPSServer
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            request.do_handshake()
+        except (OSError, ssl.SSLError):
+            self.owner._failed_handshake()
+            request.close()
+            return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away mid-request is not the server's problem
+
+
+class HTTPSServer:
+    """``with HTTPSServer(ctx) as server: requests.get(server.url)``.
+
+    ``ssl_context`` is a server-side context (certificate loaded; ``verify_mode`` set if
+    client certificates are wanted). The server listens on 127.0.0.1; ``host`` is the name
+    ``url`` uses (give the certificate a matching identity, or a different one on purpose).
+    """
+
+    def __init__(self, ssl_context: ssl.SSLContext, host: str = "127.0.0.1") -> None:
+        self._context = ssl_context
+        self._host = host
+        self._lock = threading.Lock()
+        self.clients_seen: list[str | None] = []
+        self.failed_handshakes = 0
+        self._server: _TLSServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "server not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"https://{self._host}:{self.port}/"
+
+    def _saw(self, cn: str | None) -> None:
+        with self._lock:
+            self.clients_seen.append(cn)
+
+    def _failed_handshake(self) -> None:
+        with self._lock:
+            self.failed_handshakes += 1
+
+    def start(self) -> HTTPSServer:
+        server = _TLSServer(("127.0.0.1", 0), _Handler, bind_and_activate=False)
+        server.owner = self
+        server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.server_bind()
+        server.server_activate()
+        server.socket = self._context.wrap_socket(
+            server.socket, server_side=True, do_handshake_on_connect=False
+        )
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> HTTPSServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,402 @@
+"""The two wrappers on requests' TLS hooks, and every rule for when to step aside.
+
+``request_context_wrapper`` wraps ``requests.adapters._urllib3_request_context``: it lets
+requests compute the stock pool kwargs, and when sharing is provably equivalent it adds a
+shared context from the registry. The stock kwargs stay in (``ca_certs``, ``cert_file``,
+...), so the pool key always separates what stock requests separates (CVE-2024-35195),
+even if a subclass later swaps the context for its own.
+
+``cert_verify_wrapper`` wraps ``HTTPAdapter.cert_verify``: for a pool holding one of our
+contexts it runs the stock ``cert_verify`` against a stand-in (every stock check and error
+message stays), proves the result is exactly what the context was built for, and only then
+clears the CA and client-certificate paths from the real pool, so urllib3 never loads
+anything into a shared context. Anything short of proof hands the pool back to stock
+behaviour ("detach") before any connection is made. Pools without our context get the
+stock ``cert_verify`` untouched.
+
+Everything here runs per request, so the common path is attribute reads and one registry
+lookup; the rare paths (proxies, subclasses, foreign managers) pay for their own checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+from . import _install
+from ._contexts import build, expected_keylog, spec_of
+from ._keys import Spec, file_identity, trust_identity
+from ._registry import REGISTRY
+
+__all__ = ["cert_verify_wrapper", "prepare", "request_context_wrapper", "unsupported_reason"]
+
+_log = logging.getLogger("requests_fastssl")
+
+MIN_REQUESTS = (2, 32, 3)
+# Pool-manager kwargs that configure TLS. A manager carrying any of them has its own idea of
+# TLS that a shared context would override (R3, R3b, R3c, R3d, R6): we step aside.
+MANAGER_TLS_KEYS = (
+    "ssl_context",
+    "ssl_version",
+    "ssl_minimum_version",
+    "ssl_maximum_version",
+    "ca_certs",
+    "ca_cert_dir",
+    "ca_cert_data",
+    "cert_file",
+    "key_file",
+    "key_password",
+    "cert_reqs",
+    "assert_hostname",
+    "assert_fingerprint",
+)
+# The stock pool kwargs we understand; anything else in them means "not ours to judge".
+_STOCK_KWARGS = frozenset({"cert_reqs", "ca_certs", "ca_cert_dir", "cert_file", "key_file"})
+# Pool attributes requests' cert_verify writes, in the order the stand-in reports them.
+_VERIFY_ATTRS = ("cert_reqs", "ca_certs", "ca_cert_dir", "cert_file", "key_file")
+# Pool attributes a shared context cannot embody: urllib3 reads them per connection.
+_POOL_TLS_ATTRS = (
+    "key_password",
+    "ssl_version",
+    "ssl_minimum_version",
+    "ssl_maximum_version",
+    "assert_hostname",
+    "assert_fingerprint",
+)
+_ARGNAMES_CONTEXT = ("request", "verify", "client_cert", "poolmanager")
+_ARGNAMES_VERIFY = ("self", "conn", "url", "verify", "cert")
+
+
+class _Target:
+    """Facts about the patched requests and urllib3, read once when patching."""
+
+    def __init__(self, adapters: ModuleType) -> None:
+        import urllib3
+        import urllib3.connection
+        import urllib3.connectionpool
+        from urllib3.util import ssl_
+
+        self.adapters = adapters
+        self.http_adapter: type = adapters.HTTPAdapter
+        self.ssl_ = ssl_
+        self.connection = urllib3.connection
+        self.urllib3_v2 = urllib3.__version__.split(".")[0] == "2"
+        self.pool_classes = {urllib3.connectionpool.HTTPSConnectionPool}
+        self.connection_classes = {urllib3.connection.HTTPSConnection}
+        codenames = adapters.HTTPAdapter.cert_verify.__code__.co_names
+        # requests >= 2.32.5 points cert_verify at the default bundle for verify=True (2.32.5
+        # through extract_zipped_paths); 2.32.3/2.32.4 instead put their import-time
+        # _preloaded_ssl_context into the pool kwargs and leave ca_certs unset.
+        self.default_sets_ca = "DEFAULT_CA_BUNDLE_PATH" in codenames
+        self.default_extracts = "extract_zipped_paths" in codenames or not self.default_sets_ca
+        self.preloaded = getattr(adapters, "_preloaded_ssl_context", None)
+
+    def default_bundle(self) -> str:
+        """The CA location requests uses for verify=True, read now (R8, R14)."""
+        location: str = self.adapters.DEFAULT_CA_BUNDLE_PATH
+        if self.default_extracts:
+            location = self.adapters.extract_zipped_paths(location)
+        return location
+
+
+_target: _Target | None = None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def _argnames(func: Any) -> tuple[str, ...]:
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return ()
+    names: tuple[str, ...] = code.co_varnames[: code.co_argcount]
+    return names
+
+
+def unsupported_reason(adapters: ModuleType) -> str | None:
+    """Why the imported requests cannot be patched safely, or None if it can."""
+    requests_version = getattr(sys.modules.get("requests.__version__"), "__version__", "")
+    if not requests_version or _version(requests_version) < MIN_REQUESTS:
+        return f"requests {requests_version or '(unknown version)'} is older than 2.32.3"
+    if _version(requests_version)[0] >= 3:
+        return f"requests {requests_version} is newer than the 2.x line this shim knows"
+    import urllib3
+
+    urllib3_version = getattr(urllib3, "__version__", "")
+    if _version(urllib3_version) < (1, 26) or _version(urllib3_version)[0] >= 3:
+        return f"urllib3 {urllib3_version} is outside 1.26.x-2.x"
+    from urllib3.util import ssl_
+
+    if getattr(ssl_, "SSLContext", None) is None:
+        return "this Python has no ssl module"
+    func = getattr(adapters, "_urllib3_request_context", None)
+    if _argnames(func) != _ARGNAMES_CONTEXT:
+        return "requests.adapters._urllib3_request_context is missing or has a new signature"
+    adapter = getattr(adapters, "HTTPAdapter", None)
+    if _argnames(getattr(adapter, "cert_verify", None)) != _ARGNAMES_VERIFY:
+        return "requests.adapters.HTTPAdapter.cert_verify is missing or has a new signature"
+    try:
+        import wrapt
+    except ImportError:
+        return "wrapt is not installed"
+    if not hasattr(wrapt, "unwrap_object"):
+        return f"wrapt {getattr(wrapt, '__version__', '?')} is older than 2.4"
+    return None
+
+
+def prepare(adapters: ModuleType) -> None:
+    """Read the facts the wrappers need about this requests/urllib3 (after the checks)."""
+    global _target
+    _target = _Target(adapters)
+
+
+# --- wrapper 1: requests.adapters._urllib3_request_context -----------------------------------
+
+
+def request_context_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    result = wrapped(*args, **kwargs)
+    if not _install.STATE.active:
+        return result
+    try:
+        host_params, pool_kwargs = result
+        if host_params.get("scheme") != "https":
+            return result  # http pools drop every TLS kwarg: nothing to share
+        ctx = _shared_context(pool_kwargs, *args, **kwargs)
+    except Exception:
+        _log.exception("requests_fastssl: internal error; this request goes to stock requests")
+        ctx = None
+    if ctx is None:
+        REGISTRY.count("step_asides")
+    else:
+        pool_kwargs["ssl_context"] = ctx
+    return result
+
+
+def _shared_context(
+    pool_kwargs: dict[str, Any], request: Any, verify: Any, client_cert: Any, poolmanager: Any
+) -> Any | None:
+    spec = _spec_for(pool_kwargs, verify, client_cert, poolmanager)
+    return None if spec is None else REGISTRY.get(spec, _build)
+
+
+def _build(spec: Spec) -> Any | None:
+    return build(spec, REGISTRY)
+
+
+def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any) -> Spec | None:
+    """The spec of the context stock urllib3 would end up with, or None to step aside."""
+    target = _target
+    if target is None:
+        return None
+    base = getattr(manager, "connection_pool_kw", None)
+    if not isinstance(base, dict) or any(base.get(k) is not None for k in MANAGER_TLS_KEYS):
+        return None
+    for key, value in pool_kwargs.items():
+        if key not in _STOCK_KWARGS and not (
+            key == "ssl_context" and value is target.preloaded and value is not None
+        ):
+            return None
+
+    if verify is False:
+        cert_reqs, cafile, capath, expected_ca = "CERT_NONE", None, None, (None, None)
+    elif verify is True:
+        cert_reqs = "CERT_REQUIRED"
+        if "ssl_context" in pool_kwargs and target.default_sets_ca:
+            return None
+        location = target.default_bundle()
+        if not isinstance(location, str) or not location or location.startswith("~"):
+            return None
+        cafile, capath = (None, location) if os.path.isdir(location) else (location, None)
+        expected_ca = (cafile, capath) if target.default_sets_ca else (None, None)
+    elif type(verify) is str and verify and not verify.startswith("~"):
+        # urllib3 expands "~" in CA paths after requests checked the unexpanded one exists:
+        # a mismatch we do not try to reproduce, so such paths go stock.
+        cert_reqs = "CERT_REQUIRED"
+        if pool_kwargs.get("ca_cert_dir") == verify:
+            cafile, capath = None, verify
+        elif pool_kwargs.get("ca_certs") == verify:
+            cafile, capath = verify, None
+        else:
+            return None
+        expected_ca = (cafile, capath)
+    else:
+        return None  # None, "", bytes, pathlib.Path, ...: stock semantics are unusual there
+    if pool_kwargs.get("cert_reqs") != cert_reqs:
+        return None
+
+    if cert is None:
+        cert_file, key_file = None, None
+    elif type(cert) is str and cert:
+        cert_file, key_file = cert, None
+    elif (
+        type(cert) is tuple
+        and len(cert) == 2
+        and all(type(part) is str and part for part in cert)
+    ):
+        cert_file, key_file = cert
+    else:
+        return None
+    if pool_kwargs.get("cert_file") != cert_file or pool_kwargs.get("key_file") != key_file:
+        return None
+    client_id = tuple(file_identity(path) for path in (cert_file, key_file) if path)
+    if None in client_id:
+        return None  # missing client file: stock cert_verify raises its OSError
+    trust_id = trust_identity(cafile, capath)
+    if trust_id is None:
+        return None  # missing or unreadable CA source: stock raises its own error
+
+    ssl_ = target.ssl_
+    return Spec(
+        cert_reqs=cert_reqs,
+        ca_certs=expected_ca[0],
+        ca_cert_dir=expected_ca[1],
+        cert_file=cert_file,
+        key_file=key_file,
+        cafile=cafile,
+        capath=capath,
+        trust_id=trust_id,
+        client_id=client_id,
+        alpn=tuple(ssl_.ALPN_PROTOCOLS),
+        keylog=expected_keylog(),
+        context_class=ssl_.SSLContext,
+        factory=target.connection.create_urllib3_context,
+        check_hostname_off=target.urllib3_v2
+        and bool(ssl_.IS_PYOPENSSL or not ssl_.HAS_NEVER_CHECK_COMMON_NAME),
+    )
+
+
+# --- wrapper 2: requests.adapters.HTTPAdapter.cert_verify ------------------------------------
+
+
+class _StandIn:
+    """Takes the TLS attributes cert_verify writes, so the real pool never carries them.
+
+    Everything else is read from and written to the real pool.
+    """
+
+    __slots__ = ("_pool", *_VERIFY_ATTRS)
+
+    def __init__(self, pool: Any) -> None:
+        object.__setattr__(self, "_pool", pool)
+        for name in _VERIFY_ATTRS:
+            object.__setattr__(self, name, getattr(pool, name, None))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _VERIFY_ATTRS:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._pool, name, value)
+
+    def values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _VERIFY_ATTRS)
+
+
+def _bind_cert_verify(conn: Any, url: Any, verify: Any, cert: Any) -> tuple[Any, Any, Any, Any]:
+    return conn, url, verify, cert
+
+
+def cert_verify_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    if not _install.STATE.active:
+        return wrapped(*args, **kwargs)
+    conn, url, verify, cert = _bind_cert_verify(*args, **kwargs)
+    conn_kw = getattr(conn, "conn_kw", None)
+    spec = spec_of(conn_kw.get("ssl_context")) if isinstance(conn_kw, dict) else None
+    if spec is None:
+        return wrapped(*args, **kwargs)  # not our pool: stock, byte for byte
+    standin = _StandIn(conn)
+    wrapped(standin, url, verify, cert)  # stock checks; stock errors propagate as they are
+    try:
+        hidden = _displaced_context(instance, conn)
+        share = hidden is None and standin.values() == spec.pool_attrs and _may_share(instance, conn)
+    except Exception:
+        _log.exception("requests_fastssl: internal error; this pool goes to stock requests")
+        hidden, share = None, False
+    if share:
+        # Clear what would make urllib3 load into the shared context. Pools are created with
+        # these set (the stock kwargs stay in the pool key), and every request passes here
+        # before it can open a connection, so no connection ever sees them.
+        for name in ("ca_certs", "ca_cert_dir", "cert_file", "key_file"):
+            if getattr(conn, name, None) is not None:
+                setattr(conn, name, None)
+        if conn.cert_reqs != spec.cert_reqs:
+            conn.cert_reqs = spec.cert_reqs
+        return None
+    # Detach: leave the pool exactly as stock cert_verify would. Attributes first, context
+    # last: until the context is swapped, a connection racing us on this pool meets a
+    # frozen context with CA paths and fails loudly, instead of connecting with a default
+    # context and the wrong trust.
+    for name, value in zip(_VERIFY_ATTRS, standin.values()):
+        setattr(conn, name, value)
+    conn_kw["ssl_context"] = hidden
+    REGISTRY.count("detaches")
+    return None
+
+
+def _may_share(adapter: Any, pool: Any) -> bool:
+    """Whether the pool, as it stands, gets from our context exactly what stock gives it."""
+    target = _target
+    if target is None:
+        return False
+    # Nothing may run after us that could rewrite the pool: no foreign wrapper above ours,
+    # no subclass override of cert_verify (it may change conn.ca_certs after super()).
+    if target.http_adapter.__dict__.get("cert_verify") is not _install.STATE.cert_verify_handle:
+        return False
+    for klass in type(adapter).__mro__:
+        if "cert_verify" in klass.__dict__:
+            if klass is not target.http_adapter:
+                return False
+            break
+    # The stock pool and connection classes: others may do anything with the context.
+    if type(pool) not in target.pool_classes:
+        return False
+    if getattr(pool, "ConnectionCls", None) not in target.connection_classes:
+        return False
+    # Per-connection TLS inputs a shared context cannot embody (R3c, R6, key_password).
+    if any(getattr(pool, name, None) is not None for name in _POOL_TLS_ATTRS):
+        return False
+    if pool.conn_kw.get("ca_cert_data") is not None:
+        return False  # R3d: it would be loaded into the shared context
+    # An HTTPS proxy's own TLS leg builds a context from the pool's CA paths (R11).
+    proxy = getattr(pool, "proxy", None)
+    return proxy is None or getattr(proxy, "scheme", None) == "http"
+
+
+def _displaced_context(adapter: Any, pool: Any) -> Any | None:
+    """The manager context our context displaced from this pool, if any (R3, R3b).
+
+    Per-request pool kwargs override a manager's, and the context is the one TLS setting
+    that leaves no trace on the pool when overridden. The wrapper of
+    ``_urllib3_request_context`` only sees ``adapter.poolmanager``; a proxy manager (made
+    after it ran) or a manager given a context later is checked here.
+    """
+    managers = [getattr(adapter, "poolmanager", None)]
+    proxy_managers = getattr(adapter, "proxy_manager", None)
+    if isinstance(proxy_managers, dict) and proxy_managers:
+        managers.extend(proxy_managers.values())
+    for manager in managers:
+        base = getattr(manager, "connection_pool_kw", None)
+        ctx = base.get("ssl_context") if isinstance(base, dict) else None
+        if ctx is not None and _manager_holds(manager, pool):
+            return ctx
+    return None
+
+
+def _manager_holds(manager: Any, pool: Any) -> bool:
+    pools = getattr(manager, "pools", None)
+    container = getattr(pools, "_container", None)
+    lock = getattr(pools, "lock", None)
+    if container is None or lock is None:
+        return True  # cannot tell: assume the worst, which detaches to the manager's context
+    with lock:
+        return any(held is pool for held in container.values())

@@ -1,0 +1,58 @@
+"""requests-fastssl: requests without a CA bundle load on every new connection.
+
+``import requests_fastssl`` installs the shim (as does ``requests_fastssl.install()``):
+requests then shares one ready-made, immutable ``SSLContext`` per distinct TLS
+configuration instead of having urllib3 load the CA bundle into a new context for every
+connection. What requests verifies, trusts and sends does not change; whenever sharing
+could change it, the shim steps aside and stock requests does the work.
+
+    import requests_fastssl          # installs; patches requests when it is imported
+    requests_fastssl.status()        # Status(state=<State.ACTIVE ...>, reason='')
+    requests_fastssl.stats()         # Stats(contexts_built=1, reuses=29, ca_loads=1, ...)
+    requests_fastssl.uninstall()     # back to stock requests
+
+``REQUESTS_FASTSSL_DISABLE=1`` in the environment makes ``install()`` a no-op.
+See README.md for the rules and what the shim never does.
+"""
+
+from __future__ import annotations
+
+from _requests_fastssl import __version__
+from _requests_fastssl._errors import (
+    FrozenContextError,
+    RequestsFastSSLError,
+    UnsupportedVersionError,
+)
+from _requests_fastssl._install import clear, install, stats, status, uninstall
+
+# State, Status and Stats live in a module that imports enum and typing, which cost more
+# start-up time than the rest of the shim: they are loaded on first use (PEP 562).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from _requests_fastssl._status import State, Stats, Status
+
+__all__ = [
+    "FrozenContextError",
+    "RequestsFastSSLError",
+    "State",
+    "Stats",
+    "Status",
+    "UnsupportedVersionError",
+    "__version__",
+    "clear",
+    "install",
+    "stats",
+    "status",
+    "uninstall",
+]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("State", "Stats", "Status"):
+        from _requests_fastssl import _status
+
+        return getattr(_status, name)
+    raise AttributeError(f"module 'requests_fastssl' has no attribute {name!r}")
+
+
+install()

@@ -1,0 +1,64 @@
+"""The reason the shim exists: one CA load per trust source, not one per connection."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+import requests_fastssl
+from conftest import PKI, LoadCounter, ServerFactory
+
+
+def _get(url: str, **kwargs: object) -> int:
+    with requests.Session() as session:  # a new Session, pool and connection per call
+        return session.get(url, headers={"Connection": "close"}, **kwargs).status_code  # type: ignore[arg-type]
+
+
+def test_300_concurrent_cold_requests_load_the_bundle_once(
+    shim: None, make_server: ServerFactory, default_bundle: str, loads: LoadCounter
+) -> None:
+    server = make_server()
+    with ThreadPoolExecutor(300) as pool:
+        statuses = list(pool.map(lambda _: requests.get(server.url).status_code, range(300)))
+    assert statuses == [200] * 300
+    assert loads.verify_locations == 1
+    assert loads.default_certs == 0
+    stats = requests_fastssl.stats()
+    assert (stats.contexts_built, stats.ca_loads, stats.reuses) == (1, 1, 299)
+
+
+def test_stock_loads_the_bundle_per_connection(
+    make_server: ServerFactory, default_bundle: str, loads: LoadCounter
+) -> None:
+    server = make_server()
+    assert [_get(server.url) for _ in range(5)] == [200] * 5
+    assert loads.verify_locations == 5
+
+
+def test_verify_false_loads_nothing(
+    shim: None, make_server: ServerFactory, loads: LoadCounter
+) -> None:
+    server = make_server()
+    with ThreadPoolExecutor(50) as pool:
+        statuses = list(pool.map(lambda _: _get(server.url, verify=False), range(50)))
+    assert statuses == [200] * 50
+    assert (loads.verify_locations, loads.default_certs) == (0, 0)
+
+
+def test_stock_verify_false_loads_the_system_store_per_connection(
+    make_server: ServerFactory, loads: LoadCounter
+) -> None:
+    server = make_server()
+    assert [_get(server.url, verify=False) for _ in range(3)] == [200] * 3
+    assert loads.default_certs == 3
+
+
+def test_path_bundle_and_client_cert_load_once_each(
+    shim: None, make_server: ServerFactory, pki: PKI, loads: LoadCounter
+) -> None:
+    server = make_server(client_certs="optional")
+    for _ in range(10):
+        assert _get(server.url, verify=pki.bundle, cert=pki.client_a.pair) == 200
+    assert (loads.verify_locations, loads.cert_chains) == (1, 1)
+    assert server.clients_seen == ["client-a"] * 10
