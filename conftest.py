@@ -30,7 +30,14 @@ from _requests_fastssl._server import HTTPSServer
 requests_fastssl.uninstall()  # importing it installed the shim; each test decides for itself
 
 ROOT = Path(__file__).resolve().parent
-TRUST_ENV = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSLKEYLOGFILE", "REQUESTS_FASTSSL_DISABLE")
+TRUST_ENV = (
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "SSLKEYLOGFILE",
+    "REQUESTS_FASTSSL_DISABLE",
+    *(f"{name}_proxy" for name in ("http", "https", "all", "no")),
+    *(f"{name}_PROXY" for name in ("HTTP", "HTTPS", "ALL", "NO")),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -164,18 +171,19 @@ def default_bundle(pki: PKI, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture(params=["stock", "shim"])
-def mode(request: pytest.FixtureRequest) -> Iterator[str]:
+def mode(request: pytest.FixtureRequest) -> str:
     """Run a test once against stock requests and once with the shim: same outcome."""
-    if request.param == "shim":
+    param: str = request.param
+    if param == "shim":
         assert requests_fastssl.install().state is requests_fastssl.State.ACTIVE
-    yield request.param
+    return param
 
 
 @pytest.fixture
-def shim() -> Iterator[None]:
+def shim() -> None:
+    """The shim installed for this test, with an empty registry (uninstalled afterwards)."""
     assert requests_fastssl.install().state is requests_fastssl.State.ACTIVE
     requests_fastssl.clear()
-    yield
 
 
 @dataclass
@@ -201,13 +209,41 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> LoadCounter:
         return spy
 
     monkeypatch.setattr(
-        ssl.SSLContext, "load_verify_locations", counting("load_verify_locations", "verify_locations")
+        ssl.SSLContext,
+        "load_verify_locations",
+        counting("load_verify_locations", "verify_locations"),
     )
     monkeypatch.setattr(
         ssl.SSLContext, "load_default_certs", counting("load_default_certs", "default_certs")
     )
-    monkeypatch.setattr(ssl.SSLContext, "load_cert_chain", counting("load_cert_chain", "cert_chains"))
+    monkeypatch.setattr(
+        ssl.SSLContext, "load_cert_chain", counting("load_cert_chain", "cert_chains")
+    )
     return counter
+
+
+def _outcome(call: Callable[[], Any]) -> tuple[str, str]:
+    try:
+        response = call()
+    except Exception as exc:
+        return type(exc).__qualname__, str(exc)
+    return "ok", str(response.status_code)
+
+
+@pytest.fixture
+def both_modes() -> Callable[[Callable[[], Any]], tuple[Any, Any]]:
+    """Run one call against stock requests, then with the shim; return both outcomes."""
+
+    def run(call: Callable[[], Any]) -> tuple[Any, Any]:
+        requests_fastssl.uninstall()
+        stock = _outcome(call)
+        requests_fastssl.install()
+        try:
+            return stock, _outcome(call)
+        finally:
+            requests_fastssl.uninstall()
+
+    return run
 
 
 def run_python(code: str, *, env: dict[str, str] | None = None, check: bool = True) -> str:

@@ -128,10 +128,11 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     """
     from urllib3.util import ssl_ as u
 
-    ctx = spec.factory(
+    ctx: Any = spec.factory(
         ssl_version=u.resolve_ssl_version(None), cert_reqs=u.resolve_cert_reqs(spec.cert_reqs)
     )
-    if type(ctx) is not spec.context_class:
+    built_class = type(ctx)  # (a variable: mypy would narrow ctx to `object` otherwise)
+    if built_class is not spec.context_class:
         return None  # the class changed under us (truststore injected): re-key next time
     if getattr(ctx, "keylog_filename", None) != spec.keylog:
         return None  # SSLKEYLOGFILE changed between keying and building

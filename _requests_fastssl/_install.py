@@ -167,8 +167,7 @@ def uninstall() -> Status:
                     _debug("requests_fastssl: leaving an inactive wrapper on %s: %s", name, exc)
                     kept.append((owner, name, handle))
             STATE.handles = kept
-            if not kept:
-                STATE.cert_verify_handle = None
+            STATE.cert_verify_handle = next((h for _, n, h in kept if n == "cert_verify"), None)
         STATE.phase, STATE.reason = "not-installed", ""
         if STATE.handles:
             STATE.reason = "inactive wrappers left under other layers"
@@ -217,17 +216,18 @@ def _activate(adapters: ModuleType) -> None:
     _wrappers.prepare(adapters)
     if STATE.max_contexts is not None:
         REGISTRY.resize(STATE.max_contexts)
-    if not STATE.handles:  # else: wrappers left inactive by uninstall() are reused
-        import wrapt
+    kept = {name for _, name, _ in STATE.handles}  # left inactive by uninstall(): reuse
+    for owner, name, wrapper in (
+        (adapters, "_urllib3_request_context", _wrappers.request_context_wrapper),
+        (adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper),
+    ):
+        if name not in kept:
+            import wrapt
 
-        for owner, name, wrapper in (
-            (adapters, "_urllib3_request_context", _wrappers.request_context_wrapper),
-            (adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper),
-        ):
             # Positional: wrapt 2.0 renamed the first parameter.
             handle = wrapt.wrap_function_wrapper(owner, name, wrapper)
             STATE.handles.append((owner, name, handle))
-        STATE.cert_verify_handle = STATE.handles[1][2]
+    STATE.cert_verify_handle = next(h for _, n, h in STATE.handles if n == "cert_verify")
     STATE.active = True
     STATE.phase, STATE.reason = "active", ""
     _debug("requests_fastssl: patched requests.adapters")
@@ -296,7 +296,7 @@ def _add_hook() -> None:
 
 def _remove_hook() -> None:
     if STATE.hook is not None:
-        try:
+        try:  # noqa: SIM105 (contextlib is not loaded at start-up; this module must stay cheap)
             sys.meta_path.remove(STATE.hook)
         except ValueError:
             pass  # someone rebuilt sys.meta_path; the hook is gone either way

@@ -45,7 +45,7 @@ def dir_identity(path: str) -> tuple[Any, ...] | None:
         st = os.stat(path)
         if not stat.S_ISDIR(st.st_mode):
             return None
-        entries = []
+        entries: list[tuple[str, FileId | None]] = []
         with os.scandir(path) as it:
             for entry in it:
                 try:

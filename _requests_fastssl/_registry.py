@@ -12,7 +12,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from ._status import Stats
 
@@ -36,8 +37,8 @@ class Registry:
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()
         self._flights: dict[Hashable, _Flight] = {}
         self._max = max_contexts
-        self._counts = dict.fromkeys(Stats._fields, 0)
-        self._counts["build_seconds"] = 0.0
+        self._counts: dict[str, int] = dict.fromkeys(Stats._fields, 0)
+        self._build_seconds = 0.0
 
     def get(self, key: Hashable, build: Callable[[Any], Any | None]) -> Any | None:
         """The context for ``key``, built by ``build(key)`` if missing; None if that failed."""
@@ -73,7 +74,7 @@ class Registry:
                     self._counts["build_failures"] += 1
                 else:
                     self._counts["contexts_built"] += 1
-                    self._counts["build_seconds"] += elapsed
+                    self._build_seconds += elapsed
                     self._entries[key] = result
                     self._evict()
             flight.done.set()
@@ -104,8 +105,10 @@ class Registry:
 
     def stats(self) -> Stats:
         with self._lock:
-            counts = dict(self._counts, entries=len(self._entries))
-        return Stats(**counts)
+            counts = {k: v for k, v in self._counts.items() if k != "build_seconds"}
+            counts["entries"] = len(self._entries)
+            seconds = self._build_seconds
+        return Stats(**counts, build_seconds=seconds)
 
 
 REGISTRY = Registry()

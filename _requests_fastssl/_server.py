@@ -23,7 +23,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _TLSServer
 
     def do_GET(self) -> None:
-        cn = _common_name(self.connection.getpeercert())  # type: ignore[attr-defined]
+        cn = _common_name(self.connection.getpeercert())
         self.server.owner._saw(cn)
         body = json.dumps({"client_cn": cn, "path": self.path}).encode()
         self.send_response(200)

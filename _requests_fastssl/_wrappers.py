@@ -83,7 +83,7 @@ class _Target:
         self.http_adapter: type = adapters.HTTPAdapter
         self.ssl_ = ssl_
         self.connection = urllib3.connection
-        self.urllib3_v2 = urllib3.__version__.split(".")[0] == "2"
+        self.urllib3_v2 = getattr(urllib3, "__version__", "").split(".")[0] == "2"
         self.pool_classes = {urllib3.connectionpool.HTTPSConnectionPool}
         self.connection_classes = {urllib3.connection.HTTPSConnection}
         codenames = adapters.HTTPAdapter.cert_verify.__code__.co_names
@@ -114,6 +114,12 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def _argnames(func: Any) -> tuple[str, ...]:
+    """Parameter names of the function under any wrappers (wrapt or functools.wraps)."""
+    for _ in range(64):
+        inner = getattr(func, "__wrapped__", None)
+        if inner is None:
+            break
+        func = inner
     code = getattr(func, "__code__", None)
     if code is None:
         return ()
@@ -196,6 +202,11 @@ def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any)
     target = _target
     if target is None:
         return None
+    # A context handed out is only safe if our cert_verify wrapper runs last on every pool:
+    # with another layer above it (or cert_verify replaced) pools would be detached anyway,
+    # or worse, reach urllib3 with CA paths still set.
+    if target.http_adapter.__dict__.get("cert_verify") is not _install.STATE.cert_verify_handle:
+        return None
     base = getattr(manager, "connection_pool_kw", None)
     if not isinstance(base, dict) or any(base.get(k) is not None for k in MANAGER_TLS_KEYS):
         return None
@@ -205,6 +216,9 @@ def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any)
         ):
             return None
 
+    cafile: str | None
+    capath: str | None
+    expected_ca: tuple[str | None, str | None]
     if verify is False:
         cert_reqs, cafile, capath, expected_ca = "CERT_NONE", None, None, (None, None)
     elif verify is True:
@@ -237,9 +251,7 @@ def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any)
     elif type(cert) is str and cert:
         cert_file, key_file = cert, None
     elif (
-        type(cert) is tuple
-        and len(cert) == 2
-        and all(type(part) is str and part for part in cert)
+        type(cert) is tuple and len(cert) == 2 and all(type(part) is str and part for part in cert)
     ):
         cert_file, key_file = cert
     else:
@@ -318,7 +330,9 @@ def cert_verify_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> 
     wrapped(standin, url, verify, cert)  # stock checks; stock errors propagate as they are
     try:
         hidden = _displaced_context(instance, conn)
-        share = hidden is None and standin.values() == spec.pool_attrs and _may_share(instance, conn)
+        share = (
+            hidden is None and standin.values() == spec.pool_attrs and _may_share(instance, conn)
+        )
     except Exception:
         _log.exception("requests_fastssl: internal error; this pool goes to stock requests")
         hidden, share = None, False
@@ -336,9 +350,9 @@ def cert_verify_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> 
     # last: until the context is swapped, a connection racing us on this pool meets a
     # frozen context with CA paths and fails loudly, instead of connecting with a default
     # context and the wrong trust.
-    for name, value in zip(_VERIFY_ATTRS, standin.values()):
+    for name, value in zip(_VERIFY_ATTRS, standin.values(), strict=False):
         setattr(conn, name, value)
-    conn_kw["ssl_context"] = hidden
+    conn.conn_kw["ssl_context"] = hidden
     REGISTRY.count("detaches")
     return None
 

@@ -1,0 +1,101 @@
+"""A forward proxy on 127.0.0.1 for the proxy tests: CONNECT tunnels to loopback targets,
+and for absolute-form requests (``GET http://...``) a JSON answer of its own. With a
+server-side SSLContext it is an HTTPS proxy (TLS between client and proxy)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import socketserver
+import ssl
+import threading
+from typing import Any
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: _ProxyServer
+
+    def handle(self) -> None:
+        sock: Any = self.request
+        if self.server.tls is not None:
+            try:
+                sock = self.server.tls.wrap_socket(sock, server_side=True)
+            except (OSError, ssl.SSLError):
+                return
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return
+            head += chunk
+        method, target, _ = head.split(b"\r\n", 1)[0].decode().split(" ", 2)
+        self.server.owner.requests.append((method, target))
+        if method == "CONNECT":
+            host, port = target.rsplit(":", 1)
+            if host not in ("127.0.0.1", "localhost"):  # loopback only, whatever is asked
+                sock.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            with socket.create_connection(("127.0.0.1", int(port))) as upstream:
+                sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                back = threading.Thread(target=_pipe, args=(upstream, sock), daemon=True)
+                back.start()
+                _pipe(sock, upstream)
+                back.join()
+            return
+        body = json.dumps({"proxied": target}).encode()
+        sock.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+
+class _ProxyServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    tls: ssl.SSLContext | None
+    owner: LoopbackProxy
+
+
+class LoopbackProxy:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
+        self.requests: list[tuple[str, str]] = []
+        self._server: _ProxyServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> LoopbackProxy:
+        server = _ProxyServer(("127.0.0.1", 0), _Handler)
+        server.tls, server.owner = self.tls, self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None
+        assert self._thread is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()

@@ -1,0 +1,711 @@
+"""Every failure of requests' own context cache (2.32.0-2.32.4, regressions.md R1-R15) that
+applies to requests >= 2.32.3, each run twice by the ``mode`` fixture: against stock requests
+and with the shim, asserting the stock outcome both times. Names follow regressions.md."""
+
+from __future__ import annotations
+
+import functools
+import pickle
+import ssl
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import requests
+import urllib3
+from loopback_proxy import LoopbackProxy
+from requests.adapters import HTTPAdapter
+from urllib3.util.ssl_ import create_urllib3_context
+
+import requests_fastssl
+from _requests_fastssl._registry import REGISTRY
+from conftest import PKI, ServerFactory
+
+CLOSE = {"Connection": "close"}  # every request opens a new connection
+RACE_N = 400
+
+
+def cn(response: requests.Response) -> str | None:
+    assert response.status_code == 200
+    value: str | None = response.json()["client_cn"]
+    return value
+
+
+def shared_contexts() -> list[Any]:
+    return list(REGISTRY._entries.values())
+
+
+def assert_shared_contexts_untouched() -> None:
+    """Whatever ran, every shared context still verifies and checks host names."""
+    for ctx in shared_contexts():
+        spec = ctx._requests_fastssl_spec
+        expected = ssl.CERT_NONE if spec.cert_reqs == "CERT_NONE" else ssl.CERT_REQUIRED
+        assert ctx.verify_mode == expected
+        assert ctx.check_hostname is (expected == ssl.CERT_REQUIRED)
+
+
+class ContextAdapter(HTTPAdapter):
+    """An adapter with its own SSLContext for direct and/or proxied requests (R3, R3b, R4)."""
+
+    def __init__(self, ctx: ssl.SSLContext, *, direct: bool = True, proxied: bool = False):
+        self._ctx, self._direct, self._proxied = ctx, direct, proxied
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        if self._direct:
+            kwargs["ssl_context"] = self._ctx
+        super().init_poolmanager(*args, **kwargs)
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        if self._proxied:
+            kwargs["ssl_context"] = self._ctx
+        return super().proxy_manager_for(proxy, **kwargs)
+
+
+class KwargsAdapter(HTTPAdapter):
+    """An adapter whose pool manager carries extra TLS kwargs (R3c, R3d)."""
+
+    def __init__(self, **tls: Any) -> None:
+        self._tls = tls
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.update(self._tls)
+        super().init_poolmanager(*args, **kwargs)
+
+
+class NoVerifyAdapter(HTTPAdapter):
+    """exchangelib's pattern: verification off in cert_verify, whatever the session says."""
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        super().cert_verify(conn=conn, url=url, verify=False, cert=cert)
+
+
+class HostHeaderAdapter(HTTPAdapter):
+    """requests-toolbelt's HostHeaderSSLAdapter: assert_hostname set per request in send()."""
+
+    def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        host = request.headers.get("Host")
+        pool_kw = self.poolmanager.connection_pool_kw
+        if host:
+            pool_kw["assert_hostname"] = pool_kw["server_hostname"] = host
+        else:
+            pool_kw.pop("assert_hostname", None)
+            pool_kw.pop("server_hostname", None)
+        return super().send(request, **kwargs)
+
+
+def pools_of(session: requests.Session) -> Any:
+    adapter = session.adapters["https://"]
+    assert isinstance(adapter, HTTPAdapter)
+    return adapter.poolmanager.pools
+
+
+def session_with(adapter: HTTPAdapter) -> requests.Session:
+    session = requests.Session()
+    session.mount("https://", adapter)
+    return session
+
+
+# --- R1, R2: client certificates ------------------------------------------------------------
+
+
+def test_r1_client_cert_leak(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    one, two = make_server(client_certs="optional"), make_server(client_certs="optional")
+    assert cn(requests.get(one.url, cert=pki.client_a.pair)) == "client-a"
+    assert cn(requests.get(two.url)) is None
+    sequence = [None, pki.client_a.pair, None, pki.client_b.combined, None]
+    seen = [cn(requests.get(one.url, cert=c, headers=CLOSE)) for c in sequence]
+    assert seen == [None, "client-a", None, "client-b", None]
+
+
+def test_r2_concurrent_client_certs(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    servers = [make_server(client_certs="required"), make_server(client_certs="required")]
+    identities: dict[str, str | tuple[str, str]] = {
+        "client-a": pki.client_a.pair,
+        "client-b": pki.client_b.combined,
+    }
+
+    def worker(i: int) -> list[tuple[str, str | None]]:
+        name = "client-a" if i % 2 else "client-b"
+        seen = []
+        with requests.Session() as session:
+            session.cert = identities[name]
+            for n in range(40):
+                response = session.get(servers[n % 2].url, headers=CLOSE)
+                seen.append((name, cn(response)))
+        return seen
+
+    with ThreadPoolExecutor(4) as pool:
+        results = [pair for seen in pool.map(worker, range(4)) for pair in seen]
+    assert len(results) == 160
+    assert [pair for pair in results if pair[0] != pair[1]] == []
+
+
+# --- R3, R3b, R3c, R3d, R4: adapters with TLS settings of their own --------------------------
+
+
+def test_r3_custom_ctx_ignored(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    ctx = create_urllib3_context()
+    ctx.load_cert_chain(*pki.client_a.pair)
+    server = make_server(client_certs="optional")
+    assert cn(session_with(ContextAdapter(ctx)).get(server.url)) == "client-a"
+
+
+def test_r3b_proxy_manager_ctx_ignored(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    ctx = create_urllib3_context()
+    ctx.load_cert_chain(*pki.client_a.pair)
+    server = make_server(client_certs="optional")
+    session = session_with(ContextAdapter(ctx, direct=False, proxied=True))
+    with LoopbackProxy() as proxy:
+        response = session.get(server.url, proxies={"https": proxy.url})
+        assert proxy.requests == [("CONNECT", f"127.0.0.1:{server.port}")]
+    assert cn(response) == "client-a"
+    assert cn(session.get(server.url)) is None  # the direct pool never saw that context
+
+
+def test_r3c_poolmanager_min_version_ignored(
+    mode: str, make_server: ServerFactory, default_bundle: str
+) -> None:
+    server = make_server(maximum_version=ssl.TLSVersion.TLSv1_2)
+    assert requests.get(server.url).status_code == 200
+    session = session_with(KwargsAdapter(ssl_minimum_version=ssl.TLSVersion.TLSv1_3))
+    with pytest.raises(requests.exceptions.SSLError):
+        session.get(server.url)
+
+
+def test_r3d_ca_cert_data_trust_leak(
+    mode: str, make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", pki.rogue_bundle)
+    server = make_server()
+    extra_ca = session_with(KwargsAdapter(ca_cert_data=pki.ca.cert_pem.bytes().decode()))
+    assert extra_ca.get(server.url).status_code == 200
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.Session().get(server.url)
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(server.url)
+
+
+def test_r4_custom_ctx_no_cas(mode: str, make_server: ServerFactory, default_bundle: str) -> None:
+    server = make_server()
+    ctx = create_urllib3_context(ciphers="ECDHE+AESGCM")
+    assert session_with(ContextAdapter(ctx)).get(server.url).status_code == 200
+
+
+# --- R5, R5b, R6: verification turned off or host names asserted elsewhere --------------------
+
+
+def test_r5_noverify_adapter(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
+    assert requests.get(trusted.url).status_code == 200  # a shared context exists
+    session = session_with(NoVerifyAdapter())
+    assert session.get(untrusted.url).status_code == 200
+    assert session.get(trusted.url).status_code == 200
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(untrusted.url)
+    assert_shared_contexts_untouched()
+
+
+def test_r5_http_via_https_proxy(mode: str, pki: PKI, default_bundle: str) -> None:
+    proxy_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    pki.ca.issue_cert("127.0.0.1").configure_cert(proxy_ctx)
+    with LoopbackProxy(tls=proxy_ctx) as proxy:
+        response = requests.get("http://127.0.0.1:9/thing", proxies={"http": proxy.url})
+    assert response.json() == {"proxied": "http://127.0.0.1:9/thing"}
+    assert_shared_contexts_untouched()
+
+
+def _race(
+    make_server: ServerFactory,
+    pki: PKI,
+    noise: Callable[[requests.Session, str], Any],
+    session: requests.Session,
+) -> int:
+    """Hammer a trusted server through ``session`` while verifying against an untrusted one."""
+    trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
+    stop = threading.Event()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            noise(session, trusted.url)
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    successes = 0
+    try:
+        for _ in range(RACE_N):
+            try:
+                requests.get(untrusted.url, headers=CLOSE)
+                successes += 1
+            except requests.exceptions.SSLError:
+                pass
+    finally:
+        stop.set()
+        thread.join()
+    return successes
+
+
+def test_r5b_race_global_cert_none(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    def noise(session: requests.Session, url: str) -> None:
+        assert session.get(url, headers=CLOSE).status_code == 200
+
+    assert _race(make_server, pki, noise, session_with(NoVerifyAdapter())) == 0
+    assert_shared_contexts_untouched()
+
+
+def test_r5b_r6_race_after_assert_hostname(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    def noise(session: requests.Session, url: str) -> None:
+        assert session.get(url, headers={**CLOSE, "Host": "localhost"}).status_code == 200
+
+    session = session_with(HostHeaderAdapter())
+    assert _race(make_server, pki, noise, session) == 0
+    assert_shared_contexts_untouched()
+
+
+def test_r6_assert_hostname_mutates_shared(
+    mode: str, make_server: ServerFactory, default_bundle: str
+) -> None:
+    server = make_server(names=("localhost",))  # a certificate for "localhost" only
+    with pytest.raises(requests.exceptions.SSLError, match=r"match"):
+        requests.get(server.url)  # the URL says 127.0.0.1
+    session = session_with(HostHeaderAdapter())
+    assert session.get(server.url, headers={"Host": "localhost"}).status_code == 200
+    with pytest.raises(requests.exceptions.SSLError, match=r"match"):
+        session.get(server.url)  # no Host header: the adapter asserts nothing this time
+    assert_shared_contexts_untouched()
+
+
+# --- R8, R9, R14: trust read at request time ---------------------------------------------------
+
+
+def test_r8_bundle_changed_after_import(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str, tmp_path: Any
+) -> None:
+    import os
+
+    server = make_server()
+    bundle = tmp_path / "rotating.pem"
+    good, rogue = pki.ca.cert_pem.bytes(), pki.rogue_ca.cert_pem.bytes()
+
+    def replace_atomically(data: bytes) -> None:
+        staged = tmp_path / "staged.pem"
+        staged.write_bytes(data)
+        os.replace(staged, bundle)
+
+    outcomes: list[int | str] = []
+    for write, data in [
+        (bundle.write_bytes, rogue),
+        (bundle.write_bytes, good),  # rewritten in place
+        (bundle.write_bytes, rogue),
+        (replace_atomically, good),  # a new inode, as package managers do it
+        (replace_atomically, rogue),
+    ]:
+        write(data)
+        try:
+            outcomes.append(requests.get(server.url, verify=str(bundle)).status_code)
+        except requests.exceptions.SSLError:
+            outcomes.append("SSLError")
+    assert outcomes == ["SSLError", 200, "SSLError", 200, "SSLError"]
+
+
+def test_r8_bundle_rotated_with_same_size_and_mtime(
+    mode: str, make_server: ServerFactory, pki: PKI, tmp_path: Any
+) -> None:
+    """A rewrite that keeps size and mtime (cp -p, tar) is still a new trust source."""
+    import os
+
+    other = pki.rogue_ca.cert_pem.bytes()
+    good = pki.ca.cert_pem.bytes()
+    assert len(other) == len(good)
+    server = make_server()
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(good)
+    assert requests.get(server.url, verify=str(bundle)).status_code == 200
+    before = os.stat(bundle)
+    bundle.write_bytes(other)
+    os.utime(bundle, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(server.url, verify=str(bundle))
+
+
+def test_r8_where_patched_after_import(
+    mode: str, make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = make_server()
+    outcomes: list[int | str] = []
+    for path in (pki.rogue_bundle, pki.bundle, pki.rogue_bundle, pki.bundle):
+        monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", path)
+        try:
+            outcomes.append(requests.get(server.url).status_code)
+        except requests.exceptions.SSLError:
+            outcomes.append("SSLError")
+    assert outcomes == ["SSLError", 200, "SSLError", 200]
+
+
+def test_r8_sslkeylogfile_after_import(
+    mode: str,
+    make_server: ServerFactory,
+    default_bundle: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = make_server()
+    assert requests.get(server.url).status_code == 200  # before the variable is set
+    keylog = tmp_path / "keys.log"
+    monkeypatch.setenv("SSLKEYLOGFILE", str(keylog))
+    assert requests.get(server.url, headers=CLOSE).status_code == 200
+    assert keylog.exists()
+    assert keylog.stat().st_size > 0
+    monkeypatch.delenv("SSLKEYLOGFILE")
+    size = keylog.stat().st_size
+    assert requests.get(server.url, headers=CLOSE).status_code == 200
+    assert keylog.stat().st_size == size  # unset again: nothing more is logged
+
+
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
+def test_r9_ca_bundle_env_switched_between_requests(
+    mode: str,
+    variable: str,
+    make_server: ServerFactory,
+    pki: PKI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = make_server()
+    outcomes: list[int | str] = []
+    for path in (pki.bundle, pki.rogue_bundle, pki.bundle, pki.rogue_bundle):
+        monkeypatch.setenv(variable, path)
+        try:
+            outcomes.append(requests.get(server.url).status_code)
+        except requests.exceptions.SSLError:
+            outcomes.append("SSLError")
+    assert outcomes == [200, "SSLError", 200, "SSLError"]
+
+
+def test_r9_c_rehash_directory(
+    mode: str, make_server: ServerFactory, pki: PKI, tmp_path: Any
+) -> None:
+    import shutil
+    import subprocess
+
+    openssl = shutil.which("openssl")
+    assert openssl, "the openssl command is needed to hash a CA directory"
+    directory = tmp_path / "certs"
+    directory.mkdir()
+
+    def add(pem: str, name: str) -> None:
+        target = directory / name
+        shutil.copy(pem, target)
+        digest = subprocess.run(
+            [openssl, "x509", "-hash", "-noout", "-in", str(target)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        (directory / f"{digest}.0").symlink_to(target.name)
+
+    server = make_server()
+    add(pki.rogue_bundle, "rogue.pem")
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(server.url, verify=str(directory))
+    add(pki.bundle, "ca.pem")  # the directory gains the right CA
+    assert requests.get(server.url, verify=str(directory)).status_code == 200
+
+
+# --- R11: HTTPS proxies ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bundle", ["trusted", "rogue"])
+def test_r11_https_via_https_proxy_trust(
+    mode: str,
+    bundle: str,
+    make_server: ServerFactory,
+    pki: PKI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = pki.bundle if bundle == "trusted" else pki.rogue_bundle
+    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", path)
+    server = make_server()
+    proxy_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    pki.ca.issue_cert("127.0.0.1").configure_cert(proxy_ctx)
+    with LoopbackProxy(tls=proxy_ctx) as proxy:
+        if bundle == "trusted":
+            assert requests.get(server.url, proxies={"https": proxy.url}).status_code == 200
+        else:  # the proxy's own certificate fails first, as in stock
+            with pytest.raises(requests.exceptions.ProxyError, match="CERTIFICATE_VERIFY_FAILED"):
+                requests.get(server.url, proxies={"https": proxy.url})
+
+
+# --- R12: CVE-2024-35195, every ordering to one origin ---------------------------------------
+
+
+def _try(call: Callable[[], requests.Response]) -> Any:
+    try:
+        response = call()
+    except requests.exceptions.SSLError:
+        return "SSLError"
+    return (
+        response.status_code
+        if response.headers.get("Content-Type") != "application/json"
+        else (response.status_code, response.json()["client_cn"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        ({"verify": False}, {}, [(200, None), "SSLError"]),
+        ({}, {"verify": False}, ["SSLError", (200, None)]),
+        ({"verify": "other"}, {"verify": "trusting"}, ["SSLError", (200, None)]),
+        ({"verify": "trusting"}, {"verify": "other"}, [(200, None), "SSLError"]),
+        ({"cert": "a"}, {"cert": "b"}, [(200, "client-a"), (200, "client-b")]),
+        ({}, {"cert": "a"}, [(200, None), (200, "client-a")]),
+        ({"cert": "a"}, {}, [(200, "client-a"), (200, None)]),
+    ],
+    ids=[
+        "False-True",
+        "True-False",
+        "pathA-pathB",
+        "pathB-pathA",
+        "certA-certB",
+        "none-cert",
+        "cert-none",
+    ],
+)
+def test_r12_cve_2024_35195_orderings(
+    mode: str,
+    first: dict[str, str | bool],
+    second: dict[str, str | bool],
+    expected: list[Any],
+    make_server: ServerFactory,
+    pki: PKI,
+    default_bundle: str,
+) -> None:
+    # The verify orderings talk to a server whose CA only the "trusting" path holds, so a
+    # reused unverified connection would show as a success where stock fails.
+    verify_orderings = "verify" in first or "verify" in second
+    server = make_server(ca=pki.rogue_ca if verify_orderings else pki.ca, client_certs="optional")
+    paths = {"trusting": pki.rogue_bundle, "other": pki.bundle}
+    certs = {"a": pki.client_a.pair, "b": pki.client_b.pair}
+
+    def kwargs(spec: dict[str, str | bool]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if "verify" in spec:
+            value = spec["verify"]
+            out["verify"] = paths[value] if isinstance(value, str) else value
+        if "cert" in spec:
+            out["cert"] = certs[str(spec["cert"])]
+        return out
+
+    session = requests.Session()
+    outcomes = [
+        _try(functools.partial(session.get, server.url, **kwargs(s))) for s in (first, second)
+    ]
+    assert outcomes == expected
+    assert len(pools_of(session)) == 2
+
+
+# --- R13: the documented adapter hooks, overridden ---------------------------------------------
+
+
+class SwapContextAdapter(HTTPAdapter):
+    """The docstring's recipe: set ssl_context after build_connection_pool_key_attributes."""
+
+    def __init__(self, ctx: ssl.SSLContext) -> None:
+        self._ctx = ctx
+        super().__init__()
+
+    def build_connection_pool_key_attributes(
+        self, request: Any, verify: Any, cert: Any = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(
+            request, verify, cert
+        )
+        pool_kwargs["ssl_context"] = self._ctx
+        return host_params, pool_kwargs
+
+
+class ExtraCAAdapter(HTTPAdapter):
+    def __init__(self, pem: str) -> None:
+        self._pem = pem
+        super().__init__()
+
+    def build_connection_pool_key_attributes(
+        self, request: Any, verify: Any, cert: Any = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(
+            request, verify, cert
+        )
+        pool_kwargs["ca_cert_data"] = self._pem
+        return host_params, pool_kwargs
+
+
+class PrivateCAAdapter(HTTPAdapter):
+    def __init__(self, path: str) -> None:
+        self._path = path
+        super().__init__()
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        super().cert_verify(conn, url, self._path, cert)
+
+
+class NoVerifyConnectionAdapter(HTTPAdapter):
+    def get_connection_with_tls_context(
+        self, request: Any, verify: Any, proxies: Any = None, cert: Any = None
+    ) -> Any:
+        return super().get_connection_with_tls_context(request, False, proxies, cert)
+
+
+def test_r13_swap_context_after_super(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    ctx = create_urllib3_context()
+    ctx.load_cert_chain(*pki.client_b.pair)
+    server = make_server(client_certs="optional")
+    session = session_with(SwapContextAdapter(ctx))
+    assert cn(session.get(server.url)) == "client-b"
+    # The pool key still separates verify settings as stock does, context swapped or not.
+    assert cn(session.get(server.url, verify=pki.bundle)) == "client-b"
+    assert len(pools_of(session)) == 2
+
+
+def test_r13_extra_ca_data_after_super(
+    mode: str, make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", pki.rogue_bundle)
+    server = make_server()
+    session = session_with(ExtraCAAdapter(pki.ca.cert_pem.bytes().decode()))
+    assert session.get(server.url).status_code == 200
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(server.url)  # R3d: the extra CA stays with that adapter
+    assert_shared_contexts_untouched()
+
+
+def test_r13_cert_verify_override_to_private_ca(
+    mode: str, make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", pki.rogue_bundle)
+    server = make_server()
+    assert session_with(PrivateCAAdapter(pki.bundle)).get(server.url).status_code == 200
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(server.url)
+    assert_shared_contexts_untouched()
+
+
+def test_r13_get_connection_with_tls_context_override(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
+    session = session_with(NoVerifyConnectionAdapter())
+    # The pool was chosen for verify=False, but send() still calls cert_verify with
+    # verify=True, which re-enables verification on that pool: stock verifies.
+    assert session.get(trusted.url).status_code == 200
+    with pytest.raises(requests.exceptions.SSLError):
+        session.get(untrusted.url)
+    assert_shared_contexts_untouched()
+
+
+# --- R15: pickling and ALPN --------------------------------------------------------------------
+
+
+def test_r15_pickle_session(mode: str, make_server: ServerFactory, default_bundle: str) -> None:
+    server = make_server()
+    session = requests.Session()
+    assert session.get(server.url).status_code == 200
+    revived = pickle.loads(pickle.dumps(session))
+    assert revived.get(server.url).status_code == 200
+
+
+def test_r15_alpn_change_gets_a_new_context(
+    make_server: ServerFactory, default_bundle: str, monkeypatch: pytest.MonkeyPatch, shim: None
+) -> None:
+    server = make_server()
+    assert requests.get(server.url).status_code == 200
+    (before,) = shared_contexts()
+    built = requests_fastssl.stats().contexts_built
+    monkeypatch.setattr(urllib3.util.ssl_, "ALPN_PROTOCOLS", ["h2", "http/1.1"])
+    assert requests.get(server.url).status_code == 200
+    assert requests_fastssl.stats().contexts_built == built + 1
+    assert before._requests_fastssl_spec.alpn == ("http/1.1",)
+    assert {c._requests_fastssl_spec.alpn for c in shared_contexts()} == {
+        ("http/1.1",),
+        ("h2", "http/1.1"),
+    }
+
+
+# --- errors are stock errors -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing-bundle",
+        "missing-default",
+        "missing-cert",
+        "missing-key",
+        "untrusted",
+        "wrong-host",
+        "expired",
+        "encrypted-key",
+        "not-pem",
+        "cert-is-key",
+        "empty-verify",
+        "path-object",
+    ],
+)
+def test_errors_are_stock_errors(
+    case: str,
+    both_modes: Callable[[Callable[[], Any]], tuple[Any, Any]],
+    make_server: ServerFactory,
+    pki: PKI,
+    default_bundle: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pathlib import Path
+
+    server = make_server(
+        ca=pki.rogue_ca if case == "untrusted" else pki.ca,
+        names=("localhost",) if case == "wrong-host" else ("127.0.0.1",),
+        expired=case == "expired",
+        client_certs="optional",
+    )
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("hello\n")
+    table: dict[str, dict[str, Any]] = {
+        "missing-bundle": {"verify": str(tmp_path / "nope.pem")},
+        "missing-default": {},
+        "missing-cert": {"cert": (str(tmp_path / "nope.crt"), pki.client_a.key)},
+        "missing-key": {"cert": (pki.client_a.cert, str(tmp_path / "nope.key"))},
+        "untrusted": {},
+        "wrong-host": {},
+        "expired": {},
+        "encrypted-key": {"cert": (pki.client_a.cert, pki.encrypted_key)},
+        "not-pem": {"verify": str(not_pem)},
+        "cert-is-key": {"cert": (pki.client_a.key, pki.client_a.key)},
+        "empty-verify": {"verify": ""},
+        "path-object": {"verify": Path(pki.bundle)},
+    }
+    kwargs = table[case]
+    if case == "missing-default":
+        monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", str(tmp_path / "x.pem"))
+    stock, shim = both_modes(lambda: requests.get(server.url, **kwargs))
+    assert shim == stock
+    if case not in ("empty-verify", "path-object"):
+        assert stock[0] != "ok", stock
