@@ -40,6 +40,7 @@ _MUTATORS = (
     "set_psk_server_callback",
 )
 _SPEC_ATTR = "_requests_fastssl_spec"
+_SET_CLASS = object.__dict__["__class__"].__set__
 _frozen_classes: dict[type, type] = {}
 
 
@@ -158,7 +159,9 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     if spec.client_identity() != spec.client_id:
         return None
     setattr(ctx, _SPEC_ATTR, spec)
-    ctx.__class__ = _frozen_class(type(ctx))  # publication: from here on, immutable
+    # Publication: from here on, immutable. Through object's own descriptor, because
+    # truststore's SSLContext hides __class__ behind a read-only property.
+    _SET_CLASS(ctx, _frozen_class(type(ctx)))
     return ctx
 
 

@@ -266,6 +266,8 @@ def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any)
         return None  # missing or unreadable CA source: stock raises its own error
 
     ssl_ = target.ssl_
+    if not _shareable(ssl_.SSLContext):
+        return None
     return Spec(
         cert_reqs=cert_reqs,
         ca_certs=expected_ca[0],
@@ -283,6 +285,25 @@ def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any)
         check_hostname_off=target.urllib3_v2
         and bool(ssl_.IS_PYOPENSSL or not ssl_.HAS_NEVER_CHECK_COMMON_NAME),
     )
+
+
+_shareable_classes: dict[type, bool] = {}
+
+
+def _shareable(context_class: type) -> bool:
+    """Whether contexts of this class may be shared between threads at all.
+
+    truststore's SSLContext reconfigures an inner context on every handshake; before 0.10.4
+    it did so without a lock (truststore commit f3143e2), so sharing one is unsafe there.
+    """
+    known = _shareable_classes.get(context_class)
+    if known is None:
+        known = True
+        if (getattr(context_class, "__module__", "") or "").split(".")[0] == "truststore":
+            version = getattr(sys.modules.get("truststore"), "__version__", "0")
+            known = _version(version) >= (0, 10, 4)
+        _shareable_classes[context_class] = known
+    return known
 
 
 # --- wrapper 2: requests.adapters.HTTPAdapter.cert_verify ------------------------------------

@@ -709,3 +709,113 @@ def test_errors_are_stock_errors(
     assert shim == stock
     if case not in ("empty-verify", "path-object"):
         assert stock[0] != "ok", stock
+
+
+# --- R10: truststore ---------------------------------------------------------------------------
+
+
+def test_r10_truststore_inject_and_extract_after_import(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    import truststore
+
+    trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
+    assert requests.get(trusted.url).status_code == 200
+    truststore.inject_into_ssl()
+    try:
+        # truststore verifies with the system store plus the loaded CA file, as stock does.
+        assert requests.get(trusted.url, headers=CLOSE).status_code == 200
+        with pytest.raises(requests.exceptions.SSLError):
+            requests.get(untrusted.url)
+        if mode == "shim":
+            classes = {type(ctx).__mro__[1] for ctx in shared_contexts()}
+            assert truststore.SSLContext in classes  # built with the class current at the time
+    finally:
+        truststore.extract_from_ssl()
+    assert requests.get(trusted.url, headers=CLOSE).status_code == 200
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(untrusted.url)
+    assert_shared_contexts_untouched()
+
+
+def test_r10_truststore_before_0_10_4_is_never_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    import truststore
+
+    from _requests_fastssl import _wrappers
+
+    class Old(truststore.SSLContext):  # stands for the class an older truststore injects
+        __module__ = "truststore._api"
+
+    class Current(truststore.SSLContext):
+        __module__ = "truststore._api"
+
+    monkeypatch.setattr(truststore, "__version__", "0.10.3")
+    assert not _wrappers._shareable(Old)
+    monkeypatch.setattr(truststore, "__version__", "0.10.4")
+    assert _wrappers._shareable(Current)
+    assert _wrappers._shareable(ssl.SSLContext)
+
+
+# --- R14: requests and certifi inside a zip file ------------------------------------------------
+
+ZIPAPP_MAIN = """
+import sys
+import requests
+import requests_fastssl
+for url in sys.argv[1:]:
+    try:
+        print(requests.get(url, headers={"Connection": "close"}).status_code)
+    except requests.exceptions.SSLError:
+        print("SSLError")
+print(requests.__file__.split(".pyz")[0][-3:], requests.utils.DEFAULT_CA_BUNDLE_PATH != "")
+print(requests_fastssl.status().state.value, requests_fastssl.stats().ca_loads)
+"""
+
+
+def test_r14_zipapp_with_certifi_inside(
+    make_server: ServerFactory, pki: PKI, tmp_path: Any
+) -> None:
+    import importlib.util
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import zipapp
+
+    from conftest import ROOT, TRUST_ENV
+
+    source = tmp_path / "app"
+    source.mkdir()
+    for name in ("requests", "urllib3", "certifi", "idna"):
+        spec = importlib.util.find_spec(name)
+        assert spec is not None
+        assert spec.origin is not None
+        shutil.copytree(
+            os.path.dirname(spec.origin),
+            source / name,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    for name in ("requests_fastssl", "_requests_fastssl"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    # certifi's bundle, as shipped inside the zip, trusts the test CA and nothing else.
+    (source / "certifi" / "cacert.pem").write_bytes(pki.ca.cert_pem.bytes())
+    (source / "__main__.py").write_text(ZIPAPP_MAIN)
+    app = tmp_path / "app.pyz"
+    zipapp.create_archive(source, app)
+    shutil.rmtree(source)
+
+    trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
+    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    outputs = {}
+    for mode, extra in (("stock", {"REQUESTS_FASTSSL_DISABLE": "1"}), ("shim", {})):
+        outputs[mode] = subprocess.run(
+            [sys.executable, str(app), trusted.url, trusted.url, untrusted.url],
+            capture_output=True,
+            text=True,
+            env={**env, **extra},
+            cwd=tmp_path,
+            check=True,
+        ).stdout.split("\n")
+    assert outputs["stock"][:4] == outputs["shim"][:4] == ["200", "200", "SSLError", "app True"]
+    assert outputs["stock"][4] == "disabled 0"
+    assert outputs["shim"][4] == "active 1"  # one load of the bundle certifi extracted
