@@ -165,7 +165,15 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     return ctx
 
 
+# os.environ.get raises and catches a KeyError when the variable is unset, which is the
+# common case and costs a microsecond per request; its backing dict answers directly.
+_ENVIRON_DATA = getattr(os.environ, "_data", None)
+_KEYLOG_KEY = os.environ.encodekey("SSLKEYLOGFILE") if _ENVIRON_DATA is not None else None
+
+
 def expected_keylog() -> str | None:
     """The key log file urllib3's create_urllib3_context would set right now."""
+    if _ENVIRON_DATA is not None and _KEYLOG_KEY not in _ENVIRON_DATA:
+        return None
     raw = os.environ.get("SSLKEYLOGFILE")
     return os.path.expandvars(raw) if raw else None

@@ -88,10 +88,6 @@ class Spec(NamedTuple):
     factory: Any  # urllib3's create_urllib3_context as currently bound in urllib3.connection
     check_hostname_off: bool  # urllib3 would write check_hostname=False on every connection
 
-    @property
-    def pool_attrs(self) -> tuple[str, str | None, str | None, str | None, str | None]:
-        return (self.cert_reqs, self.ca_certs, self.ca_cert_dir, self.cert_file, self.key_file)
-
     def client_identity(self) -> tuple[FileId | None, ...]:
         """Re-read the client certificate/key identity (to compare with ``client_id``)."""
         return tuple(file_identity(p) for p in (self.cert_file, self.key_file) if p)

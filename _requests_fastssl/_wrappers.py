@@ -21,6 +21,7 @@ lookup; the rare paths (proxies, subclasses, foreign managers) pay for their own
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import sys
 from types import ModuleType
@@ -38,20 +39,22 @@ _log = logging.getLogger("requests_fastssl")
 MIN_REQUESTS = (2, 32, 3)
 # Pool-manager kwargs that configure TLS. A manager carrying any of them has its own idea of
 # TLS that a shared context would override (R3, R3b, R3c, R3d, R6): we step aside.
-MANAGER_TLS_KEYS = (
-    "ssl_context",
-    "ssl_version",
-    "ssl_minimum_version",
-    "ssl_maximum_version",
-    "ca_certs",
-    "ca_cert_dir",
-    "ca_cert_data",
-    "cert_file",
-    "key_file",
-    "key_password",
-    "cert_reqs",
-    "assert_hostname",
-    "assert_fingerprint",
+MANAGER_TLS_KEYS = frozenset(
+    {
+        "ssl_context",
+        "ssl_version",
+        "ssl_minimum_version",
+        "ssl_maximum_version",
+        "ca_certs",
+        "ca_cert_dir",
+        "ca_cert_data",
+        "cert_file",
+        "key_file",
+        "key_password",
+        "cert_reqs",
+        "assert_hostname",
+        "assert_fingerprint",
+    }
 )
 # The stock pool kwargs we understand; anything else in them means "not ours to judge".
 _STOCK_KWARGS = frozenset({"cert_reqs", "ca_certs", "ca_cert_dir", "cert_file", "key_file"})
@@ -93,6 +96,15 @@ class _Target:
         self.default_sets_ca = "DEFAULT_CA_BUNDLE_PATH" in codenames
         self.default_extracts = "extract_zipped_paths" in codenames or not self.default_sets_ca
         self.preloaded = getattr(adapters, "_preloaded_ssl_context", None)
+        # The pool attributes a shared context cannot embody, read in one C-level call;
+        # urllib3 1.26 pools have no ssl_minimum_version / ssl_maximum_version.
+        present = [
+            name
+            for name in _POOL_TLS_ATTRS
+            if hasattr(urllib3.connectionpool.HTTPSConnectionPool("localhost"), name)
+        ]
+        self.pool_tls_attrs = operator.attrgetter(*present)
+        self.no_pool_tls_attrs = (None,) * len(present)
 
     def default_bundle(self) -> str:
         """The CA location requests uses for verify=True, read now (R8, R14)."""
@@ -189,16 +201,19 @@ def request_context_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any)
 def _shared_context(
     pool_kwargs: dict[str, Any], request: Any, verify: Any, client_cert: Any, poolmanager: Any
 ) -> Any | None:
-    spec = _spec_for(pool_kwargs, verify, client_cert, poolmanager)
-    return None if spec is None else REGISTRY.get(spec, _build)
+    key = _key_for(pool_kwargs, verify, client_cert, poolmanager)
+    return None if key is None else REGISTRY.get(key, _build)
 
 
-def _build(spec: Spec) -> Any | None:
-    return build(spec, REGISTRY)
+def _build(key: tuple[Any, ...]) -> Any | None:
+    return build(Spec._make(key), REGISTRY)
 
 
-def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any) -> Spec | None:
-    """The spec of the context stock urllib3 would end up with, or None to step aside."""
+def _key_for(
+    pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any
+) -> tuple[Any, ...] | None:
+    """The key (a ``Spec`` as a plain tuple: cheaper to build and hash) of the context stock
+    urllib3 would end up with, or None to step aside."""
     target = _target
     if target is None:
         return None
@@ -208,7 +223,11 @@ def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any)
     if target.http_adapter.__dict__.get("cert_verify") is not _install.STATE.cert_verify_handle:
         return None
     base = getattr(manager, "connection_pool_kw", None)
-    if not isinstance(base, dict) or any(base.get(k) is not None for k in MANAGER_TLS_KEYS):
+    if not isinstance(base, dict):
+        return None
+    if not MANAGER_TLS_KEYS.isdisjoint(base) and any(
+        base[k] is not None for k in MANAGER_TLS_KEYS.intersection(base)
+    ):
         return None
     for key, value in pool_kwargs.items():
         if key not in _STOCK_KWARGS and not (
@@ -258,7 +277,12 @@ def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any)
         return None
     if pool_kwargs.get("cert_file") != cert_file or pool_kwargs.get("key_file") != key_file:
         return None
-    client_id = tuple(file_identity(path) for path in (cert_file, key_file) if path)
+    if cert_file is None:
+        client_id: tuple[Any, ...] = ()
+    elif key_file is None:
+        client_id = (file_identity(cert_file),)
+    else:
+        client_id = (file_identity(cert_file), file_identity(key_file))
     if None in client_id:
         return None  # missing client file: stock cert_verify raises its OSError
     trust_id = trust_identity(cafile, capath)
@@ -266,24 +290,24 @@ def _spec_for(pool_kwargs: dict[str, Any], verify: Any, cert: Any, manager: Any)
         return None  # missing or unreadable CA source: stock raises its own error
 
     ssl_ = target.ssl_
-    if not _shareable(ssl_.SSLContext):
+    context_class = ssl_.SSLContext
+    if not _shareable(context_class):
         return None
-    return Spec(
-        cert_reqs=cert_reqs,
-        ca_certs=expected_ca[0],
-        ca_cert_dir=expected_ca[1],
-        cert_file=cert_file,
-        key_file=key_file,
-        cafile=cafile,
-        capath=capath,
-        trust_id=trust_id,
-        client_id=client_id,
-        alpn=tuple(ssl_.ALPN_PROTOCOLS),
-        keylog=expected_keylog(),
-        context_class=ssl_.SSLContext,
-        factory=target.connection.create_urllib3_context,
-        check_hostname_off=target.urllib3_v2
-        and bool(ssl_.IS_PYOPENSSL or not ssl_.HAS_NEVER_CHECK_COMMON_NAME),
+    return (  # Spec's fields, in order
+        cert_reqs,
+        expected_ca[0],
+        expected_ca[1],
+        cert_file,
+        key_file,
+        cafile,
+        capath,
+        trust_id,
+        client_id,
+        tuple(ssl_.ALPN_PROTOCOLS),
+        expected_keylog(),
+        context_class,
+        target.connection.create_urllib3_context,
+        target.urllib3_v2 and bool(ssl_.IS_PYOPENSSL or not ssl_.HAS_NEVER_CHECK_COMMON_NAME),
     )
 
 
@@ -318,9 +342,13 @@ class _StandIn:
     __slots__ = ("_pool", *_VERIFY_ATTRS)
 
     def __init__(self, pool: Any) -> None:
-        object.__setattr__(self, "_pool", pool)
-        for name in _VERIFY_ATTRS:
-            object.__setattr__(self, name, getattr(pool, name, None))
+        setattr_ = object.__setattr__
+        setattr_(self, "_pool", pool)
+        setattr_(self, "cert_reqs", pool.cert_reqs)
+        setattr_(self, "ca_certs", pool.ca_certs)
+        setattr_(self, "ca_cert_dir", pool.ca_cert_dir)
+        setattr_(self, "cert_file", pool.cert_file)
+        setattr_(self, "key_file", pool.key_file)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
@@ -332,7 +360,7 @@ class _StandIn:
             setattr(self._pool, name, value)
 
     def values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in _VERIFY_ATTRS)
+        return (self.cert_reqs, self.ca_certs, self.ca_cert_dir, self.cert_file, self.key_file)
 
 
 def _bind_cert_verify(conn: Any, url: Any, verify: Any, cert: Any) -> tuple[Any, Any, Any, Any]:
@@ -351,9 +379,7 @@ def cert_verify_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> 
     wrapped(standin, url, verify, cert)  # stock checks; stock errors propagate as they are
     try:
         hidden = _displaced_context(instance, conn)
-        share = (
-            hidden is None and standin.values() == spec.pool_attrs and _may_share(instance, conn)
-        )
+        share = hidden is None and standin.values() == spec[:5] and _may_share(instance, conn)
     except Exception:
         _log.exception("requests_fastssl: internal error; this pool goes to stock requests")
         hidden, share = None, False
@@ -361,9 +387,14 @@ def cert_verify_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> 
         # Clear what would make urllib3 load into the shared context. Pools are created with
         # these set (the stock kwargs stay in the pool key), and every request passes here
         # before it can open a connection, so no connection ever sees them.
-        for name in ("ca_certs", "ca_cert_dir", "cert_file", "key_file"):
-            if getattr(conn, name, None) is not None:
-                setattr(conn, name, None)
+        if conn.ca_certs is not None:
+            conn.ca_certs = None
+        if conn.ca_cert_dir is not None:
+            conn.ca_cert_dir = None
+        if conn.cert_file is not None:
+            conn.cert_file = None
+        if conn.key_file is not None:
+            conn.key_file = None
         if conn.cert_reqs != spec.cert_reqs:
             conn.cert_reqs = spec.cert_reqs
         return None
@@ -387,18 +418,20 @@ def _may_share(adapter: Any, pool: Any) -> bool:
     # no subclass override of cert_verify (it may change conn.ca_certs after super()).
     if target.http_adapter.__dict__.get("cert_verify") is not _install.STATE.cert_verify_handle:
         return False
-    for klass in type(adapter).__mro__:
-        if "cert_verify" in klass.__dict__:
-            if klass is not target.http_adapter:
-                return False
-            break
+    adapter_class = type(adapter)
+    if adapter_class is not target.http_adapter:
+        for klass in adapter_class.__mro__:
+            if "cert_verify" in klass.__dict__:
+                if klass is not target.http_adapter:
+                    return False
+                break
     # The stock pool and connection classes: others may do anything with the context.
     if type(pool) not in target.pool_classes:
         return False
     if getattr(pool, "ConnectionCls", None) not in target.connection_classes:
         return False
     # Per-connection TLS inputs a shared context cannot embody (R3c, R6, key_password).
-    if any(getattr(pool, name, None) is not None for name in _POOL_TLS_ATTRS):
+    if target.pool_tls_attrs(pool) != target.no_pool_tls_attrs:
         return False
     if pool.conn_kw.get("ca_cert_data") is not None:
         return False  # R3d: it would be loaded into the shared context
@@ -415,9 +448,9 @@ def _displaced_context(adapter: Any, pool: Any) -> Any | None:
     ``_urllib3_request_context`` only sees ``adapter.poolmanager``; a proxy manager (made
     after it ran) or a manager given a context later is checked here.
     """
-    managers = [getattr(adapter, "poolmanager", None)]
+    managers: list[Any] = [getattr(adapter, "poolmanager", None)]
     proxy_managers = getattr(adapter, "proxy_manager", None)
-    if isinstance(proxy_managers, dict) and proxy_managers:
+    if proxy_managers and isinstance(proxy_managers, dict):
         managers.extend(proxy_managers.values())
     for manager in managers:
         base = getattr(manager, "connection_pool_kw", None)

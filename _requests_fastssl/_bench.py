@@ -1,0 +1,338 @@
+"""The benchmark engine behind ``python -m requests_fastssl bench``.
+
+The scenario is the seed's: N threads each call ``requests.get(url, verify=...)`` once, so
+every call makes a new Session, a new pool and a new TLS connection. Each variant runs in a
+fresh interpreter per repetition (``python -m _requests_fastssl._bench --child ...``), so
+caches and import state never leak between variants, and the variants are interleaved
+(A B C D E, A B C D E, ...) after one untimed warm-up round. CA loads are counted inside
+the child by wrapping ``ssl.SSLContext.load_verify_locations`` / ``load_default_certs``
+before anything else is imported: from outside the shim, so the shim cannot flatter itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["VARIANTS", "Plan", "Result", "micro", "run_plan"]
+
+# name -> (uses the shim, verify setting); "floor" is one hand-built context given to urllib3.
+VARIANTS: dict[str, tuple[str, bool]] = {
+    "stock-verify": ("stock", True),
+    "stock-noverify": ("stock", False),
+    "shim-verify": ("shim", True),
+    "shim-noverify": ("shim", False),
+    "floor-verify": ("floor", True),
+    "floor-noverify": ("floor", False),
+}
+
+
+@dataclass
+class Plan:
+    url: str
+    bundle: str | None  # the CA bundle for verify=<bundle>; None: requests' own default
+    concurrency: list[int]
+    repeat: int
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+
+
+@dataclass
+class Run:
+    wall: float
+    ok: int
+    failed: int
+    ca_loads: int
+    default_loads: int
+    peak_rss_mb: float
+    server_cpu: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    variant: str
+    concurrency: int
+    runs: list[Run]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(r.wall for r in self.runs)
+
+    def summary(self) -> dict[str, Any]:
+        walls = [r.wall for r in self.runs]
+        return {
+            "variant": self.variant,
+            "concurrency": self.concurrency,
+            "median_s": statistics.median(walls),
+            "min_s": min(walls),
+            "max_s": max(walls),
+            "per_request_ms": statistics.median(walls) / self.concurrency * 1000,
+            "ca_loads": statistics.median(r.ca_loads for r in self.runs),
+            "default_loads": statistics.median(r.default_loads for r in self.runs),
+            "peak_rss_mb": max(r.peak_rss_mb for r in self.runs),
+            "server_cpu_share": statistics.median(
+                r.server_cpu / r.wall if r.wall else 0.0 for r in self.runs
+            ),
+            "failed": sum(r.failed for r in self.runs),
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+def run_plan(
+    plan: Plan, *, server_cpu: Callable[[], float], progress: Callable[[str], None]
+) -> list[Result]:
+    """Run every variant at every concurrency, interleaved, each run in a fresh child."""
+    results = {(v, n): Result(v, n, []) for n in plan.concurrency for v in plan.variants}
+    total = len(results) * plan.repeat
+    done = 0
+    for n in plan.concurrency:
+        for variant in plan.variants:  # warm-up: file caches, server threads, imports
+            progress(f"warm-up {variant} x{n}")
+            _child(plan, variant, n)
+        for rep in range(plan.repeat):
+            for variant in plan.variants:
+                done += 1
+                progress(f"[{done}/{total}] {variant} x{n} (repetition {rep + 1})")
+                before = server_cpu()
+                run = _child(plan, variant, n)
+                run.server_cpu = server_cpu() - before
+                results[(variant, n)].runs.append(run)
+    return list(results.values())
+
+
+def _child(plan: Plan, variant: str, concurrency: int) -> Run:
+    args = {"variant": variant, "url": plan.url, "bundle": plan.bundle, "n": concurrency}
+    proc = subprocess.run(
+        [sys.executable, "-m", "_requests_fastssl._bench", "--child", json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark child {variant} failed:\n{proc.stderr[-2000:]}")
+    return Run(**json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def micro(url: str, bundle: str | None, calls: int = 5000, rounds: int = 3) -> dict[str, float]:
+    """Per-request cost of the two wrapped hooks, warm cache, stock vs shim (no traffic).
+
+    Stock and shim alternate in fresh interpreters and each keeps its best time, so a
+    noisy neighbour slows a round down without deciding the result.
+    """
+    best = {"stock": float("inf"), "shim": float("inf")}
+    for _ in range(rounds):
+        for kind in best:
+            args = {"kind": kind, "url": url, "bundle": bundle, "calls": calls}
+            proc = subprocess.run(
+                [sys.executable, "-m", "_requests_fastssl._bench", "--micro", json.dumps(args)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=True,
+            )
+            best[kind] = min(best[kind], float(proc.stdout.strip().splitlines()[-1]))
+    return {**best, "overhead": best["shim"] - best["stock"]}
+
+
+def _micro_main(raw: str) -> None:
+    args = json.loads(raw)
+    if args["kind"] == "shim":
+        import requests_fastssl
+
+        requests_fastssl.install()
+    import requests
+
+    url, verify = args["url"], args["bundle"] or True
+    session = requests.Session()
+    adapter = session.get_adapter(url)
+    assert isinstance(adapter, requests.adapters.HTTPAdapter)
+    request = session.prepare_request(requests.Request("GET", url))
+
+    def one() -> None:  # what HTTPAdapter.send does before it opens a connection
+        conn = adapter.get_connection_with_tls_context(request, verify)
+        adapter.cert_verify(conn, url, verify, None)
+
+    one()  # the cache is warm from here on
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(args["calls"]):
+            one()
+        best = min(best, (time.perf_counter() - started) / args["calls"])
+    print(best * 1e6)
+
+
+# --- inside the child ---------------------------------------------------------------------------
+
+
+def _count_loads() -> dict[str, int]:
+    """Wrap the two load methods on ssl.SSLContext (the real ones still run)."""
+    import ssl
+
+    counts = {"ca": 0, "default": 0}
+    for name, key in (("load_verify_locations", "ca"), ("load_default_certs", "default")):
+        original = getattr(ssl.SSLContext, name)
+
+        def counting(self: Any, *a: Any, _o: Any = original, _k: str = key, **k: Any) -> Any:
+            counts[_k] += 1
+            return _o(self, *a, **k)
+
+        setattr(ssl.SSLContext, name, counting)
+    return counts
+
+
+def _floor_adapter(verifying: bool, bundle: str | None) -> tuple[Any, Callable[[], None]]:
+    """An adapter class using one pre-built context, and the function that builds it.
+
+    The build runs inside the timed window, as the shim's one build does.
+    """
+    import requests
+    from urllib3.util.ssl_ import create_urllib3_context
+
+    holder: list[Any] = []
+
+    def build() -> None:
+        ctx = create_urllib3_context(cert_reqs=2 if verifying else 0)  # REQUIRED / NONE
+        if verifying:
+            ctx.load_verify_locations(bundle or requests.utils.DEFAULT_CA_BUNDLE_PATH)
+        holder.append(ctx)
+
+    class FloorAdapter(requests.adapters.HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, ssl_context=holder[0], **kwargs)
+
+        def build_connection_pool_key_attributes(
+            self, request: Any, verify: Any, cert: Any = None
+        ) -> Any:
+            host_params, pool_kwargs = super().build_connection_pool_key_attributes(
+                request, verify, cert
+            )
+            pool_kwargs.pop("ca_certs", None)  # already in ctx
+            return host_params, pool_kwargs
+
+        def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+            conn.cert_reqs = "CERT_REQUIRED" if verifying else "CERT_NONE"
+
+    return FloorAdapter, build
+
+
+def _child_main(raw: str) -> None:
+    args = json.loads(raw)
+    counts = _count_loads()
+    kind, verifying = VARIANTS[args["variant"]]
+    if kind == "shim":
+        import requests_fastssl
+
+        requests_fastssl.install()
+    import requests
+    import urllib3
+
+    urllib3.disable_warnings()
+    bundle = args["bundle"]
+    verify: bool | str = (bundle or True) if verifying else False
+    url, n = args["url"], args["n"]
+    prepare: Callable[[], None] = lambda: None  # noqa: E731
+    if kind == "floor":
+        adapter_class, prepare = _floor_adapter(verifying, bundle)
+
+        def call() -> int:
+            # What requests.get does, with an adapter that hands urllib3 one pre-built
+            # context and never asks it to load anything: no wrapper can do less.
+            with requests.Session() as session:
+                session.mount("https://", adapter_class())
+                return session.get(url, verify=verify).status_code
+
+    else:
+
+        def call() -> int:
+            return requests.get(url, verify=verify).status_code
+
+    errors: list[str] = []
+    ok = 0
+    lock = threading.Lock()
+    gate = threading.Barrier(n + 1)
+
+    def worker() -> None:
+        nonlocal ok
+        gate.wait()
+        try:
+            status = call()
+        except Exception as exc:
+            with lock:
+                errors.append(f"{type(exc).__name__}: {exc}"[:300])
+            return
+        with lock:
+            if status == 200:
+                ok += 1
+            else:
+                errors.append(f"HTTP {status}")
+
+    threads = [threading.Thread(target=worker) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    started = time.perf_counter()
+    prepare()
+    gate.wait()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    run = Run(
+        wall=wall,
+        ok=ok,
+        failed=n - ok,
+        ca_loads=counts["ca"],
+        default_loads=counts["default"],
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        errors=errors[:5],
+    )
+    print(json.dumps(asdict(run)))
+
+
+# --- the embedded server --------------------------------------------------------------------
+
+
+@contextmanager
+def embedded_server() -> Iterator[tuple[str, str]]:
+    """An HTTPS server on 127.0.0.1 with a throwaway trustme CA; yields (url, bundle).
+
+    The bundle is certifi's plus that CA, so every load costs what a real one costs.
+    """
+    import ssl
+
+    import certifi
+
+    try:
+        import trustme
+    except ImportError:
+        raise SystemExit(
+            "the benchmark needs trustme for its throwaway CA: "
+            "pip install 'requests-fastssl[bench]'"
+        ) from None
+    from ._server import HTTPSServer
+
+    ca = trustme.CA()
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    with tempfile.TemporaryDirectory(prefix="requests-fastssl-bench-") as tmp:
+        bundle = os.path.join(tmp, "bundle.pem")
+        with open(certifi.where(), "rb") as src, open(bundle, "wb") as dst:
+            dst.write(src.read() + b"\n" + ca.cert_pem.bytes())
+        with HTTPSServer(server_ctx) as server:
+            yield server.url, bundle
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
+    _child_main(sys.argv[2])
+elif __name__ == "__main__" and sys.argv[1:2] == ["--micro"]:
+    _micro_main(sys.argv[2])
