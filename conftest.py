@@ -29,6 +29,8 @@ from _requests_fastssl._server import HTTPSServer
 
 requests_fastssl.uninstall()  # importing it installed the shim; each test decides for itself
 
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parent
 TRUST_ENV = (
     "REQUESTS_CA_BUNDLE",

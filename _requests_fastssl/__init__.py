@@ -10,6 +10,11 @@ Modules, one job each:
   _keys      the registry key (Spec) and file identity
   _status    the State, Status and Stats types
   _errors    the exceptions
+  pytest_plugin  the pytest plugin (fixture, --fastssl, ini option)
+  bootstrap/sitecustomize.py  start-up hook of `python -m requests_fastssl run`
+  _cli       the command line: bench, doctor, run
+  _bench     the benchmark engine (variants in child interpreters, micro, start-up)
+  _server    a threaded loopback HTTPS server (benchmark and tests)
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["VARIANTS", "Plan", "Result", "micro", "run_plan"]
+__all__ = ["VARIANTS", "Plan", "Result", "micro", "run_plan", "startup_cost"]
 
 # name -> (uses the shim, verify setting); "floor" is one hand-built context given to urllib3.
 VARIANTS: dict[str, tuple[str, bool]] = {
@@ -143,6 +143,26 @@ def micro(url: str, bundle: str | None, calls: int = 5000, rounds: int = 3) -> d
             )
             best[kind] = min(best[kind], float(proc.stdout.strip().splitlines()[-1]))
     return {**best, "overhead": best["shim"] - best["stock"]}
+
+
+def startup_cost(rounds: int = 20) -> dict[str, float]:
+    """Milliseconds to start an interpreter bare and with the start-up line (best of N,
+    alternating), in a program that never imports requests."""
+    commands = {"bare": "pass", "activated": "import requests_fastssl"}
+    best = dict.fromkeys(commands, float("inf"))
+    with tempfile.TemporaryDirectory(prefix="requests-fastssl-pyc-") as cache:
+        # Bytecode as an installed package has it, even where PYTHONDONTWRITEBYTECODE is
+        # set (as on our machines), kept in a private cache: the install is not touched.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        for code in commands.values():  # writes the cache
+            subprocess.run([sys.executable, "-c", code], check=True, env=env)
+        for _ in range(rounds):
+            for name, code in commands.items():
+                started = time.perf_counter()
+                subprocess.run([sys.executable, "-c", code], check=True, env=env)
+                best[name] = min(best[name], (time.perf_counter() - started) * 1000)
+    return {**best, "added": best["activated"] - best["bare"]}
 
 
 def _micro_main(raw: str) -> None:

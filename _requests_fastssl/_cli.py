@@ -71,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     commands.add_parser("doctor", help="versions, shim status, CA bundle in use and its cost")
+    run = commands.add_parser(
+        "run",
+        help="run a command with the shim active in it and in the Python processes it starts",
+        usage="python -m requests_fastssl run -- CMD [ARGS...]",
+    )
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="the command, after --")
     return parser
 
 
@@ -78,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "run":
+        return _run(args.argv)
     return _doctor()
 
 
@@ -112,7 +120,7 @@ def _versions() -> dict[str, str]:
 def _bench(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
-    from ._bench import Plan, embedded_server, micro, run_plan
+    from ._bench import Plan, embedded_server, micro, run_plan, startup_cost
 
     tty = sys.stderr.isatty()
 
@@ -138,6 +146,8 @@ def _bench(args: argparse.Namespace) -> int:
         results = run_plan(plan, server_cpu=time.process_time, progress=progress)
         progress("micro-benchmark of the two wrapped hooks")
         overhead = micro(url, bundle)
+        progress("start-up cost of the activation line")
+        startup = startup_cost()
     if tty:
         print("\r\033[K", end="", file=sys.stderr)
     machine = _machine()
@@ -147,6 +157,11 @@ def _bench(args: argparse.Namespace) -> int:
         f"wrapper overhead: {overhead['overhead']:.1f} us per request (the two wrapped hooks "
         f"with a warm cache: shim {overhead['shim']:.1f} us, stock {overhead['stock']:.1f} us; "
         "best of 3 x 5 x 5000 calls per side, no traffic)"
+    )
+    print(
+        f"start-up cost of `import requests_fastssl` in a program that never uses requests: "
+        f"{startup['added']:+.1f} ms ({startup['activated']:.1f} ms vs {startup['bare']:.1f} ms "
+        "for `python -c pass`, best of 20 alternating)"
     )
     if args.json:
         with open(args.json, "w") as out:
@@ -158,6 +173,7 @@ def _bench(args: argparse.Namespace) -> int:
                     "machine": machine,
                     "results": summaries,
                     "wrapper_overhead_us": overhead,
+                    "startup_ms": startup,
                 },
                 out,
                 indent=2,
@@ -205,6 +221,37 @@ def _print_table(
         "CA loads: load_verify_locations + load_default_certs calls per run, counted in the "
         "child outside the shim. srv CPU: server CPU time / wall time (1 core = 100%)."
     )
+
+
+# --- run -----------------------------------------------------------------------------------------
+
+
+def bootstrap_dir() -> str:
+    """The directory whose sitecustomize.py activates the shim at interpreter start-up."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
+
+
+def _run(command: list[str]) -> int:
+    import shutil
+
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        print(
+            "error: nothing to run; usage: python -m requests_fastssl run -- CMD [ARGS...]",
+            file=sys.stderr,
+        )
+        return 2
+    executable = shutil.which(command[0])
+    if executable is None:
+        print(f"error: command not found: {command[0]}", file=sys.stderr)
+        return 127
+    env = os.environ.copy()
+    here = bootstrap_dir()
+    entries = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]
+    env["PYTHONPATH"] = os.pathsep.join([here, *entries])  # once, however deeply nested
+    os.execve(executable, command, env)
+    return 0  # not reached
 
 
 # --- doctor --------------------------------------------------------------------------------------

@@ -90,6 +90,18 @@ def _make_refuser(name: str) -> Any:
     return refuse
 
 
+def _counting(method: Any) -> Any:
+    """Count connections made with shared contexts (each one is a load stock would do)."""
+    from ._registry import REGISTRY
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        REGISTRY.count("connections")
+        return method(self, *args, **kwargs)
+
+    wrapper.__name__ = method.__name__
+    return wrapper
+
+
 def _frozen_class(base: type) -> type:
     """The frozen subclass of ``base`` (one per base: truststore may swap the class)."""
     frozen = _frozen_classes.get(base)
@@ -105,6 +117,9 @@ def _frozen_class(base: type) -> type:
         for name in _MUTATORS:
             if hasattr(base, name):
                 namespace[name] = _make_refuser(name)
+        for name in ("wrap_socket", "wrap_bio"):  # one call per new TLS connection
+            if hasattr(base, name):
+                namespace[name] = _counting(getattr(base, name))
         frozen = type(f"Shared{base.__name__}", (base,), namespace)
         # setdefault: two threads building their first context of a new base agree on one.
         frozen = _frozen_classes.setdefault(base, frozen)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from ._status import Stats, Status
 
-__all__ = ["STATE", "clear", "install", "stats", "status", "uninstall"]
+__all__ = ["STATE", "activate", "clear", "install", "stats", "status", "uninstall"]
 
 ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
 _FALSE_WORDS = ("", "0", "false", "no", "off")
@@ -100,6 +100,13 @@ def install(*, strict: bool = False, max_contexts: int | None = None) -> Status:
     use cannot be patched safely (only detectable once requests is imported).
     ``max_contexts`` bounds the number of shared contexts kept (default 64, LRU).
     """
+    activate(strict=strict, max_contexts=max_contexts)
+    return status()
+
+
+def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
+    """``install()`` without building its return value: start-up paths use this, because
+    the Status type's module imports enum and typing, which cost more than the rest."""
     if not isinstance(strict, bool):
         raise TypeError(f"strict must be a bool, not {type(strict).__name__}")
     if max_contexts is not None and (
@@ -118,7 +125,7 @@ def install(*, strict: bool = False, max_contexts: int | None = None) -> Status:
             if not STATE.active:
                 STATE.phase, STATE.reason = "disabled", f"{ENV_DISABLE}={switch}"
                 _debug("requests_fastssl: %s=%s, not installing", ENV_DISABLE, switch)
-            return status()
+            return
         STATE.wanted, STATE.strict = True, strict
         if not STATE.active:
             adapters = sys.modules.get(_TARGET_MODULE)
@@ -141,7 +148,6 @@ def install(*, strict: bool = False, max_contexts: int | None = None) -> Status:
         with _lock:
             if STATE.wanted and not STATE.active:
                 _activate(adapters)
-    return status()
 
 
 def uninstall() -> Status:

@@ -37,7 +37,9 @@ class Stats(NamedTuple):
     ``entries``: contexts held now; ``evictions``: contexts dropped by the LRU bound;
     ``step_asides``: HTTPS requests left entirely to stock requests; ``detaches``: pools
     handed back to stock behaviour at ``cert_verify`` time; ``build_failures``: builds that
-    failed or raced a file change (those requests went stock, so they saw stock errors).
+    failed or raced a file change (those requests went stock, so they saw stock errors);
+    ``connections``: TLS connections opened with a shared context, each one a CA load
+    (or, for ``verify=False``, a system-store load) that stock requests would have done.
     """
 
     contexts_built: int = 0
@@ -49,3 +51,24 @@ class Stats(NamedTuple):
     step_asides: int = 0
     detaches: int = 0
     build_failures: int = 0
+    connections: int = 0
+
+    @property
+    def loads_avoided(self) -> int:
+        """Loads stock requests would have done that the shim did not."""
+        return max(0, self.connections - self.ca_loads)
+
+    @property
+    def seconds_saved(self) -> float:
+        """An estimate: loads avoided times the mean time it took us to build a context."""
+        if not self.contexts_built:
+            return 0.0
+        return self.loads_avoided * self.build_seconds / self.contexts_built
+
+    def since(self, earlier: Stats) -> Stats:
+        """The counters accumulated after ``earlier`` (``entries`` stays as it is now)."""
+        delta = {
+            name: now if name == "entries" else now - then
+            for name, now, then in zip(self._fields, self, earlier, strict=True)
+        }
+        return Stats(**delta)  # type: ignore[arg-type]  # build_seconds is the one float

@@ -23,6 +23,7 @@ from _requests_fastssl._errors import (
     RequestsFastSSLError,
     UnsupportedVersionError,
 )
+from _requests_fastssl._install import activate as _activate
 from _requests_fastssl._install import clear, install, stats, status, uninstall
 
 # State, Status and Stats live in a module that imports enum and typing, which cost more
@@ -55,4 +56,4 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'requests_fastssl' has no attribute {name!r}")
 
 
-install()
+_activate()  # install() minus its return value, whose type is costly to import at start-up

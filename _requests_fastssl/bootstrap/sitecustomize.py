@@ -1,0 +1,54 @@
+"""Start-up hook of ``python -m requests_fastssl run``. Not a module to import yourself.
+
+``run`` puts this directory first on PYTHONPATH, so every Python process the command starts
+(and the Python processes those start, which inherit the variable) imports this file as
+``sitecustomize`` at start-up. It installs the shim, which costs about a millisecond until
+requests is imported, then runs the ``sitecustomize`` this file hides, if the interpreter has
+one, so a user's own start-up code still runs. Nothing here may break start-up: failures are
+logged and swallowed. ``REQUESTS_FASTSSL_DISABLE=1`` still wins (``install()`` honours it).
+"""
+
+import os
+import sys
+
+
+def _run_hidden_sitecustomize(here: str) -> None:
+    """Execute the sitecustomize that would have run without this directory in front."""
+    from importlib.machinery import PathFinder
+    from importlib.util import module_from_spec
+
+    def is_here(entry: str) -> bool:
+        try:
+            return os.path.samefile(entry or ".", here)
+        except OSError:
+            return False
+
+    spec = PathFinder.find_spec("sitecustomize", [p for p in sys.path if not is_here(p)])
+    if spec is None or spec.loader is None:
+        return
+    module = module_from_spec(spec)
+    sys.modules["sitecustomize"] = module  # what `import sitecustomize` would have left
+    spec.loader.exec_module(module)
+
+
+def _start() -> None:
+    try:
+        from _requests_fastssl._install import activate
+    except ImportError:  # an interpreter without the package: say so once, start anyway
+        import logging
+
+        logging.getLogger("requests_fastssl").warning(
+            "requests_fastssl is not installed for %s; the shim is off in this process",
+            sys.executable,
+        )
+    else:
+        try:
+            activate()
+        except Exception:
+            import logging
+
+            logging.getLogger("requests_fastssl").exception("requests_fastssl: start-up failed")
+    _run_hidden_sitecustomize(os.path.dirname(os.path.abspath(__file__)))
+
+
+_start()

@@ -1,0 +1,195 @@
+"""Activation without code changes: a sitecustomize line and ``python -m requests_fastssl run``.
+
+Every case is a fresh interpreter against a local HTTPS server, showing both that the shim is
+active (its counters move: one CA load for many requests) and that stock behaviour returns when
+it is turned off.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PKI, ROOT, TRUST_ENV, ServerFactory
+
+CLIENT = """
+import json, sys, requests
+from _requests_fastssl import _install
+for _ in range(5):
+    assert requests.get(sys.argv[1], verify=sys.argv[2]).status_code == 200
+s = _install.stats()
+print("RESULT", json.dumps({"state": _install.status().state.value, "built": s.contexts_built,
+                            "ca_loads": s.ca_loads, "reuses": s.reuses}))
+"""
+
+
+def python(
+    *args: str, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k not in (*TRUST_ENV, "PYTHONPATH")}
+    full.update(env or {})
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=full, cwd=cwd, timeout=120
+    )
+
+
+def results(proc: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    import json
+
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+
+
+ACTIVE = {"state": "active", "built": 1, "ca_loads": 1, "reuses": 4}
+STOCK_DISABLED = {"state": "disabled", "built": 0, "ca_loads": 0, "reuses": 0}
+
+
+@pytest.fixture
+def site_dir(tmp_path: Path) -> Path:
+    """A directory holding a user's sitecustomize.py with the documented line in it."""
+    directory = tmp_path / "site"
+    directory.mkdir()
+    (directory / "sitecustomize.py").write_text("import requests_fastssl\n")
+    return directory
+
+
+def test_sitecustomize_line_costs_no_heavy_import(site_dir: Path) -> None:
+    proc = python(
+        "-c",
+        "import sys, requests_fastssl as r; print(r.status().state.value, "
+        "[m for m in ('requests', 'ssl', 'wrapt', 'urllib3') if m in sys.modules])",
+        env={"PYTHONPATH": str(site_dir)},
+    )
+    assert proc.stdout.strip() == "pending []"
+
+
+def test_import_requests_fastssl_loads_only_its_own_small_modules() -> None:
+    # The start-up cost, made deterministic: the modules `import requests_fastssl` adds.
+    proc = python(
+        "-c",
+        "import sys; before = set(sys.modules); import requests_fastssl; "
+        "print(sorted(set(sys.modules) - before))",
+    )
+    assert proc.stdout.strip() == str(
+        [
+            "_requests_fastssl",
+            "_requests_fastssl._errors",
+            "_requests_fastssl._install",
+            "requests_fastssl",
+        ]
+    )
+
+
+@pytest.mark.parametrize("disabled", [False, True], ids=["active", "kill-switch"])
+def test_sitecustomize_activation(
+    disabled: bool, site_dir: Path, make_server: ServerFactory, pki: PKI
+) -> None:
+    server = make_server()
+    env = {"PYTHONPATH": str(site_dir)}
+    if disabled:
+        env["REQUESTS_FASTSSL_DISABLE"] = "1"
+    proc = python("-c", CLIENT, server.url, pki.bundle, env=env)
+    assert results(proc) == [STOCK_DISABLED if disabled else ACTIVE]
+
+
+RUN_SCRIPT = (
+    CLIENT
+    + """
+import subprocess
+subprocess.run([sys.executable, "-c", CLIENT, sys.argv[1], sys.argv[2]], check=True)
+"""
+)
+
+
+@pytest.mark.parametrize("disabled", [False, True], ids=["active", "kill-switch"])
+def test_run_activates_the_command_and_its_python_children(
+    disabled: bool, tmp_path: Path, make_server: ServerFactory, pki: PKI
+) -> None:
+    server = make_server()
+    user_site = tmp_path / "user"
+    user_site.mkdir()
+    (user_site / "sitecustomize.py").write_text("print('USER SITECUSTOMIZE')\n")
+    script = tmp_path / "script.py"
+    script.write_text(f"CLIENT = {CLIENT!r}\n" + RUN_SCRIPT)
+    env = {"PYTHONPATH": str(user_site)}
+    if disabled:
+        env["REQUESTS_FASTSSL_DISABLE"] = "1"
+    proc = python(
+        "-m",
+        "requests_fastssl",
+        "run",
+        "--",
+        sys.executable,
+        str(script),
+        server.url,
+        pki.bundle,
+        env=env,
+    )
+    expected = STOCK_DISABLED if disabled else ACTIVE
+    assert results(proc) == [expected, expected]  # the command, and the Python it started
+    # the user's own sitecustomize still ran: in the launcher, the command and the child
+    assert proc.stdout.count("USER SITECUSTOMIZE") == 3
+
+
+def test_run_nested_puts_the_bootstrap_on_the_path_once(tmp_path: Path) -> None:
+    proc = python(
+        "-m",
+        "requests_fastssl",
+        "run",
+        "--",
+        sys.executable,
+        "-m",
+        "requests_fastssl",
+        "run",
+        "--",
+        sys.executable,
+        "-c",
+        "import os, sys; print(os.environ['PYTHONPATH']); "
+        "print(sys.modules['sitecustomize'].__file__)",
+    )
+    assert proc.returncode == 0, proc.stderr
+    path, sitecustomize = proc.stdout.strip().splitlines()
+    bootstrap = str(ROOT / "_requests_fastssl" / "bootstrap")
+    assert path == bootstrap
+    assert sitecustomize == os.path.join(bootstrap, "sitecustomize.py")
+
+
+def test_run_without_our_package_in_the_target_interpreter(tmp_path: Path) -> None:
+    # -I (isolated mode) ignores PYTHONPATH: the command runs, stock, and says nothing.
+    proc = python(
+        "-m",
+        "requests_fastssl",
+        "run",
+        "--",
+        sys.executable,
+        "-I",
+        "-c",
+        "import sys; print('_requests_fastssl' in sys.modules)",
+    )
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        ([], 2, "nothing to run"),
+        (["--"], 2, "nothing to run"),
+        (["--", "no-such-command-anywhere"], 127, "command not found: no-such-command-anywhere"),
+    ],
+)
+def test_run_refuses_bad_input(args: list[str], code: int, message: str) -> None:
+    proc = python("-m", "requests_fastssl", "run", *args)
+    assert proc.returncode == code
+    assert message in proc.stderr
+
+
+def test_run_passes_the_exit_status_through() -> None:
+    proc = python(
+        "-m", "requests_fastssl", "run", "--", sys.executable, "-c", "raise SystemExit(7)"
+    )
+    assert proc.returncode == 7
