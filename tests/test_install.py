@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +22,7 @@ import requests.adapters
 import wrapt
 
 import requests_fastssl
-from conftest import PKI, ServerFactory, run_python
+from conftest import PKI, ROOT, TRUST_ENV, ServerFactory, run_python
 from requests_fastssl import State
 
 ADAPTERS = requests.adapters
@@ -268,8 +273,11 @@ def test_import_installs_lazily_without_tls_work() -> None:
         ),
     ],
 )
-def test_import_and_install_orders(steps: str, expected: str) -> None:
-    out = run_python(
+@pytest.mark.parametrize("activation", ["plain", "sitecustomize", "run"])
+def test_import_and_install_orders(
+    steps: str, expected: str, activation: str, tmp_path: Path
+) -> None:
+    code = textwrap.dedent(
         f"""
         import sys
         {steps}
@@ -282,7 +290,16 @@ def test_import_and_install_orders(steps: str, expected: str) -> None:
         print(sys.modules["requests_fastssl"].status().state.value, layers[0])
         """
     )
-    assert out.strip() == expected
+    env = {k: v for k, v in os.environ.items() if k not in (*TRUST_ENV, "PYTHONPATH")}
+    argv = [sys.executable, "-c", code]
+    if activation == "sitecustomize":
+        (tmp_path / "sitecustomize.py").write_text("import requests_fastssl\n")
+        env["PYTHONPATH"] = str(tmp_path)
+    elif activation == "run":
+        argv = [sys.executable, "-m", "requests_fastssl", "run", "--", *argv]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == expected
 
 
 def test_a_failing_hook_never_breaks_import_requests() -> None:
