@@ -164,11 +164,32 @@ def make_server(pki: PKI) -> Iterator[ServerFactory]:
         yield factory
 
 
+def set_default_bundle(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Make ``path`` the bundle verify=True uses, as if certifi's file were that file.
+
+    requests >= 2.32.5 reads requests.adapters.DEFAULT_CA_BUNDLE_PATH at request time;
+    2.32.3 and 2.32.4 use a context loaded from it at import, which is rebuilt here.
+    """
+    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", path)
+    if getattr(requests.adapters, "_preloaded_ssl_context", None) is not None:
+        from urllib3.util.ssl_ import create_urllib3_context
+
+        preloaded = create_urllib3_context()
+        preloaded.load_verify_locations(path)
+        monkeypatch.setattr(requests.adapters, "_preloaded_ssl_context", preloaded)
+
+
+PRELOADED = getattr(requests.adapters, "_preloaded_ssl_context", None) is not None
+URLLIB3_1 = __import__("urllib3").__version__.startswith("1.")
+needs_urllib3_2 = pytest.mark.skipif(
+    URLLIB3_1, reason="ca_cert_data is not a pool keyword in urllib3 1.26 (regressions.md: n/a)"
+)
+
+
 @pytest.fixture
 def default_bundle(pki: PKI, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Point verify=True at the tests' CA, the way certifi's bundle is found (read at
-    request time from requests.adapters.DEFAULT_CA_BUNDLE_PATH)."""
-    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", pki.bundle)
+    """verify=True trusts the tests' CA (see ``set_default_bundle``)."""
+    set_default_bundle(monkeypatch, pki.bundle)
     return pki.bundle
 
 

@@ -89,13 +89,14 @@ class _Target:
         self.urllib3_v2 = getattr(urllib3, "__version__", "").split(".")[0] == "2"
         self.pool_classes = {urllib3.connectionpool.HTTPSConnectionPool}
         self.connection_classes = {urllib3.connection.HTTPSConnection}
-        codenames = adapters.HTTPAdapter.cert_verify.__code__.co_names
+        codenames = _unwrapped(adapters.HTTPAdapter.cert_verify).__code__.co_names
         # requests >= 2.32.5 points cert_verify at the default bundle for verify=True (2.32.5
-        # through extract_zipped_paths); 2.32.3/2.32.4 instead put their import-time
-        # _preloaded_ssl_context into the pool kwargs and leave ca_certs unset.
-        self.default_sets_ca = "DEFAULT_CA_BUNDLE_PATH" in codenames
-        self.default_extracts = "extract_zipped_paths" in codenames or not self.default_sets_ca
-        self.preloaded = getattr(adapters, "_preloaded_ssl_context", None)
+        # through extract_zipped_paths). 2.32.3 and 2.32.4 instead share the context they
+        # built at import (_preloaded_ssl_context): the cache requests later reverted. Their
+        # verify=True requests stay stock: already shared, so nothing to gain, and that
+        # context's trust was fixed at import, which a context built now could not match.
+        self.shares_default = "DEFAULT_CA_BUNDLE_PATH" in codenames
+        self.default_extracts = "extract_zipped_paths" in codenames
         # The pool attributes a shared context cannot embody, read in one C-level call;
         # urllib3 1.26 pools have no ssl_minimum_version / ssl_maximum_version.
         present = [
@@ -125,14 +126,18 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _argnames(func: Any) -> tuple[str, ...]:
-    """Parameter names of the function under any wrappers (wrapt or functools.wraps)."""
+def _unwrapped(func: Any) -> Any:
+    """The function under any wrappers (wrapt or functools.wraps)."""
     for _ in range(64):
         inner = getattr(func, "__wrapped__", None)
         if inner is None:
             break
         func = inner
-    code = getattr(func, "__code__", None)
+    return func
+
+
+def _argnames(func: Any) -> tuple[str, ...]:
+    code = getattr(_unwrapped(func), "__code__", None)
     if code is None:
         return ()
     names: tuple[str, ...] = code.co_varnames[: code.co_argcount]
@@ -151,9 +156,9 @@ def unsupported_reason(adapters: ModuleType) -> str | None:
     urllib3_version = getattr(urllib3, "__version__", "")
     if _version(urllib3_version) < (1, 26) or _version(urllib3_version)[0] >= 3:
         return f"urllib3 {urllib3_version} is outside 1.26.x-2.x"
-    from urllib3.util import ssl_
-
-    if getattr(ssl_, "SSLContext", None) is None:
+    try:  # (urllib3 1.26 defines a stand-in SSLContext class when ssl is missing)
+        import ssl  # noqa: F401
+    except ImportError:
         return "this Python has no ssl module"
     func = getattr(adapters, "_urllib3_request_context", None)
     if _argnames(func) != _ARGNAMES_CONTEXT:
@@ -229,10 +234,8 @@ def _key_for(
         base[k] is not None for k in MANAGER_TLS_KEYS.intersection(base)
     ):
         return None
-    for key, value in pool_kwargs.items():
-        if key not in _STOCK_KWARGS and not (
-            key == "ssl_context" and value is target.preloaded and value is not None
-        ):
+    for key in pool_kwargs:
+        if key not in _STOCK_KWARGS:
             return None
 
     cafile: str | None
@@ -241,14 +244,14 @@ def _key_for(
     if verify is False:
         cert_reqs, cafile, capath, expected_ca = "CERT_NONE", None, None, (None, None)
     elif verify is True:
-        cert_reqs = "CERT_REQUIRED"
-        if "ssl_context" in pool_kwargs and target.default_sets_ca:
+        if not target.shares_default:
             return None
+        cert_reqs = "CERT_REQUIRED"
         location = target.default_bundle()
         if not isinstance(location, str) or not location or location.startswith("~"):
             return None
         cafile, capath = (None, location) if os.path.isdir(location) else (location, None)
-        expected_ca = (cafile, capath) if target.default_sets_ca else (None, None)
+        expected_ca = (cafile, capath)
     elif type(verify) is str and verify and not verify.startswith("~"):
         # urllib3 expands "~" in CA paths after requests checked the unexpanded one exists:
         # a mismatch we do not try to reproduce, so such paths go stock.
