@@ -164,22 +164,23 @@ def make_server(pki: PKI) -> Iterator[ServerFactory]:
         yield factory
 
 
+PRELOADED = getattr(requests.adapters, "_preloaded_ssl_context", None) is not None
+
+
 def set_default_bundle(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     """Make ``path`` the bundle verify=True uses, as if certifi's file were that file.
 
-    requests >= 2.32.5 reads requests.adapters.DEFAULT_CA_BUNDLE_PATH at request time;
-    2.32.3 and 2.32.4 use a context loaded from it at import, which is rebuilt here.
+    requests >= 2.32.5 reads requests.adapters.DEFAULT_CA_BUNDLE_PATH at request time.
+    2.32.3 and 2.32.4 use a context built at import instead, with the bugs that made
+    requests revert it; the shim leaves those requests stock. There the tests name the
+    bundle through REQUESTS_CA_BUNDLE, as our machines do, so that the behaviour under test
+    (stock's, and the shim's sharing) is the same on every version.
     """
     monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", path)
-    if getattr(requests.adapters, "_preloaded_ssl_context", None) is not None:
-        from urllib3.util.ssl_ import create_urllib3_context
-
-        preloaded = create_urllib3_context()
-        preloaded.load_verify_locations(path)
-        monkeypatch.setattr(requests.adapters, "_preloaded_ssl_context", preloaded)
+    if PRELOADED:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", path)
 
 
-PRELOADED = getattr(requests.adapters, "_preloaded_ssl_context", None) is not None
 URLLIB3_1 = __import__("urllib3").__version__.startswith("1.")
 needs_urllib3_2 = pytest.mark.skipif(
     URLLIB3_1, reason="ca_cert_data is not a pool keyword in urllib3 1.26 (regressions.md: n/a)"
@@ -285,4 +286,6 @@ def run_python(code: str, *, env: dict[str, str] | None = None, check: bool = Tr
         raise AssertionError(
             f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
         )
+    if not check and proc.returncode != 0:  # the caller compares failures: give it the last line
+        return proc.stdout + proc.stderr.strip().splitlines()[-1]
     return proc.stdout

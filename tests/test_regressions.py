@@ -596,7 +596,7 @@ def test_r13_swap_context_after_super(
     session = session_with(SwapContextAdapter(ctx))
     assert cn(session.get(server.url)) == "client-b"
     # The pool key still separates verify settings as stock does, context swapped or not.
-    assert cn(session.get(server.url, verify=pki.bundle)) == "client-b"
+    assert cn(session.get(server.url, verify=pki.both_bundle)) == "client-b"
     assert len(pools_of(session)) == 2
 
 
@@ -720,13 +720,10 @@ def test_errors_are_stock_errors(
     }
     kwargs = table[case]
     if case == "missing-default":
-        monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", str(tmp_path / "x.pem"))
+        set_default_bundle(monkeypatch, str(tmp_path / "x.pem"))
     stock, shim = both_modes(lambda: requests.get(server.url, **kwargs))
     assert shim == stock
-    succeeds = {"empty-verify", "path-object"}
-    if PRELOADED:  # 2.32.3/2.32.4: verify=True uses the context built at import
-        succeeds.add("missing-default")
-    assert (stock[0] == "ok") is (case in succeeds), stock
+    assert (stock[0] == "ok") is (case in ("empty-verify", "path-object")), stock
 
 
 # --- R10: truststore ---------------------------------------------------------------------------
@@ -836,4 +833,6 @@ def test_r14_zipapp_with_certifi_inside(
         ).stdout.split("\n")
     assert outputs["stock"][:4] == outputs["shim"][:4] == ["200", "200", "SSLError", "app True"]
     assert outputs["stock"][4] == "disabled 0"
-    assert outputs["shim"][4] == "active 1"  # one load of the bundle certifi extracted
+    # One load of the bundle certifi extracted; none on requests 2.32.3/2.32.4, whose own
+    # import-time context serves verify=True and which the shim leaves alone.
+    assert outputs["shim"][4] == ("active 0" if PRELOADED else "active 1")

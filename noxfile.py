@@ -1,0 +1,35 @@
+"""The requests x urllib3 matrix and requests' own test suite under the shim.
+
+    nox -s tests                                          every pair below (10 sessions)
+    nox -s "tests(requests='2.32.3', urllib3='1.26.20')"  one pair
+    nox -s peer                                           requests' own suite, stock vs shim
+
+Every pair is allowed by the requests it names (urllib3 <3, >=1.21.1 or >=1.26), so none is
+skipped. "Newest" means the newest release on the day the list was last updated.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests"]
+
+REQUESTS = ["2.32.3", "2.32.4", "2.32.5", "2.33.1", "2.34.2"]
+URLLIB3 = ["1.26.20", "2.8.0"]
+# requests' own test dependencies (its pyproject's "test" group, less coverage and xdist)
+PEER_DEPS = ["pytest-httpbin==2.1.0", "httpbin~=0.10.0", "pytest-mock", "PySocks>=1.5.6,!=1.5.7"]
+
+
+@nox.session
+@nox.parametrize("urllib3", URLLIB3)
+@nox.parametrize("requests", REQUESTS)
+def tests(session: nox.Session, requests: str, urllib3: str) -> None:
+    session.install("-e", ".[test]", f"requests=={requests}", f"urllib3=={urllib3}")
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session
+def peer(session: nox.Session) -> None:
+    session.install("-e", ".[test]", *PEER_DEPS)
+    session.run("python", "tools/peer_suite.py")
