@@ -127,7 +127,8 @@ def make_server(pki: PKI) -> Iterator[ServerFactory]:
 
     ``ca``: the issuing CA (default: the trusted one); ``names``: certificate identities;
     ``expired``: issue an expired certificate; ``client_certs``: "optional" or "required"
-    to ask for a client certificate from the trusted CA; ``maximum_version``: cap TLS.
+    to ask for a client certificate from the trusted CA; ``maximum_version`` /
+    ``minimum_version``: bound the TLS versions the server accepts.
     """
     with ExitStack() as stack:
 
@@ -139,6 +140,7 @@ def make_server(pki: PKI) -> Iterator[ServerFactory]:
             expired: bool = False,
             client_certs: str | None = None,
             maximum_version: ssl.TLSVersion | None = None,
+            minimum_version: ssl.TLSVersion | None = None,
         ) -> HTTPSServer:
             issuer = ca or pki.ca
             if expired:
@@ -159,6 +161,8 @@ def make_server(pki: PKI) -> Iterator[ServerFactory]:
                 pki.ca.configure_trust(ctx)
             if maximum_version is not None:
                 ctx.maximum_version = maximum_version
+            if minimum_version is not None:
+                ctx.minimum_version = minimum_version
             return stack.enter_context(HTTPSServer(ctx, host=host))
 
         yield factory
