@@ -1,0 +1,51 @@
+"""A real requests older than the supported range, in a throwaway virtual environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, TRUST_ENV
+
+SCRIPT = """
+import logging, sys
+logging.basicConfig(stream=sys.stdout, format="%(levelname)s %(message)s")
+import requests_fastssl, requests
+import requests.adapters as adapters
+print(requests.__version__)
+print(requests_fastssl.status())
+print(type(adapters.HTTPAdapter.__dict__["cert_verify"]).__name__)  # a plain function: stock
+requests_fastssl.install()  # no second warning
+try:
+    requests_fastssl.install(strict=True)
+except requests_fastssl.UnsupportedVersionError as exc:
+    print("strict:", exc)
+"""
+
+
+def test_requests_2_31_is_left_stock(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "requests==2.31.0", "wrapt>=2.4", "certifi"], check=True)
+    subprocess.run([*pip, "--no-deps", str(ROOT)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in (*TRUST_ENV, "PYTHONPATH")}
+    out = subprocess.run(
+        [python, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.splitlines()
+    reason = "requests 2.31.0 is older than 2.32.3"
+    assert out == [
+        f"WARNING requests_fastssl: leaving requests stock: {reason}",
+        "2.31.0",
+        f"unsupported: {reason}",
+        "function",
+        f"strict: requests_fastssl cannot patch: {reason}",
+    ]
