@@ -37,6 +37,11 @@ def python(
     )
 
 
+def run(*command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m requests_fastssl run -- COMMAND...``"""
+    return python("-m", "requests_fastssl", "run", "--", *command, env=env)
+
+
 def results(proc: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
     import json
 
@@ -118,11 +123,7 @@ def test_run_activates_the_command_and_its_python_children(
     env = {"PYTHONPATH": str(user_site)}
     if disabled:
         env["REQUESTS_FASTSSL_DISABLE"] = "1"
-    proc = python(
-        "-m",
-        "requests_fastssl",
-        "run",
-        "--",
+    proc = run(
         sys.executable,
         str(script),
         server.url,
@@ -136,11 +137,7 @@ def test_run_activates_the_command_and_its_python_children(
 
 
 def test_run_nested_puts_the_bootstrap_on_the_path_once(tmp_path: Path) -> None:
-    proc = python(
-        "-m",
-        "requests_fastssl",
-        "run",
-        "--",
+    proc = run(
         sys.executable,
         "-m",
         "requests_fastssl",
@@ -160,11 +157,7 @@ def test_run_nested_puts_the_bootstrap_on_the_path_once(tmp_path: Path) -> None:
 
 def test_run_without_our_package_in_the_target_interpreter(tmp_path: Path) -> None:
     # -I (isolated mode) ignores PYTHONPATH: the command runs, stock, and says nothing.
-    proc = python(
-        "-m",
-        "requests_fastssl",
-        "run",
-        "--",
+    proc = run(
         sys.executable,
         "-I",
         "-c",
@@ -189,7 +182,5 @@ def test_run_refuses_bad_input(args: list[str], code: int, message: str) -> None
 
 
 def test_run_passes_the_exit_status_through() -> None:
-    proc = python(
-        "-m", "requests_fastssl", "run", "--", sys.executable, "-c", "raise SystemExit(7)"
-    )
+    proc = run(sys.executable, "-c", "raise SystemExit(7)")
     assert proc.returncode == 7

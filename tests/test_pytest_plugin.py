@@ -103,21 +103,34 @@ def test_loading_the_plugin_imports_nothing_heavy(
     assert loaded["with"] == "LOADED="  # not requests, ssl, wrapt or urllib3
 
 
+SERVER_CONFTEST = """
+import ssl
+import pytest, trustme
+from _requests_fastssl._server import HTTPSServer
+
+@pytest.fixture
+def server(tmp_path):
+    # (url, bundle) of a loopback HTTPS server with a throwaway CA
+    ca = trustme.CA()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(ctx)
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    with HTTPSServer(ctx) as running:
+        yield running.url, str(bundle)
+"""
+
+
 def test_session_summary_counts_what_was_avoided(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SERVER_CONFTEST)
     pytester.makepyfile(
         test_inner="""
-        import ssl, requests, trustme
-        from _requests_fastssl._server import HTTPSServer
+        import requests
 
-        def test_requests(tmp_path):
-            ca = trustme.CA()
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ca.issue_cert("127.0.0.1").configure_cert(ctx)
-            bundle = tmp_path / "ca.pem"
-            ca.cert_pem.write_to_path(str(bundle))
-            with HTTPSServer(ctx) as server:
-                for _ in range(5):
-                    assert requests.get(server.url, verify=str(bundle)).status_code == 200
+        def test_requests(server):
+            url, bundle = server
+            for _ in range(5):
+                assert requests.get(url, verify=bundle).status_code == 200
         """
     )
     result = pytester.runpytest_subprocess("--fastssl")
@@ -130,20 +143,15 @@ def test_session_summary_counts_what_was_avoided(pytester: pytest.Pytester) -> N
 
 
 def test_fixture_gives_per_test_counters_and_a_fresh_cache(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SERVER_CONFTEST)
     pytester.makepyfile(
         test_inner="""
-        import ssl, requests, trustme
-        from _requests_fastssl._server import HTTPSServer
+        import requests
 
-        def test_one(fastssl, tmp_path):
-            ca = trustme.CA()
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ca.issue_cert("127.0.0.1").configure_cert(ctx)
-            bundle = tmp_path / "ca.pem"
-            ca.cert_pem.write_to_path(str(bundle))
-            with HTTPSServer(ctx) as server:
-                for _ in range(3):
-                    requests.get(server.url, verify=str(bundle))
+        def test_one(fastssl, server):
+            url, bundle = server
+            for _ in range(3):
+                requests.get(url, verify=bundle)
             stats = fastssl.stats()
             assert (stats.contexts_built, stats.reuses, stats.ca_loads) == (1, 2, 1)
             assert stats.entries == 1

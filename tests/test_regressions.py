@@ -539,11 +539,12 @@ def test_r12_cve_2024_35195_orderings(
 # --- R13: the documented adapter hooks, overridden ---------------------------------------------
 
 
-class SwapContextAdapter(HTTPAdapter):
-    """The docstring's recipe: set ssl_context after build_connection_pool_key_attributes."""
+class PostSuperAdapter(HTTPAdapter):
+    """The docstring's recipe: edit the pool kwargs after build_connection_pool_key_attributes
+    (``ssl_context=`` to swap the context, ``ca_cert_data=`` to add a CA)."""
 
-    def __init__(self, ctx: ssl.SSLContext) -> None:
-        self._ctx = ctx
+    def __init__(self, **edits: Any) -> None:
+        self._edits = edits
         super().__init__()
 
     def build_connection_pool_key_attributes(
@@ -552,22 +553,7 @@ class SwapContextAdapter(HTTPAdapter):
         host_params, pool_kwargs = super().build_connection_pool_key_attributes(
             request, verify, cert
         )
-        pool_kwargs["ssl_context"] = self._ctx
-        return host_params, pool_kwargs
-
-
-class ExtraCAAdapter(HTTPAdapter):
-    def __init__(self, pem: str) -> None:
-        self._pem = pem
-        super().__init__()
-
-    def build_connection_pool_key_attributes(
-        self, request: Any, verify: Any, cert: Any = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        host_params, pool_kwargs = super().build_connection_pool_key_attributes(
-            request, verify, cert
-        )
-        pool_kwargs["ca_cert_data"] = self._pem
+        pool_kwargs.update(self._edits)
         return host_params, pool_kwargs
 
 
@@ -593,7 +579,7 @@ def test_r13_swap_context_after_super(
     ctx = create_urllib3_context()
     ctx.load_cert_chain(*pki.client_b.pair)
     server = make_server(client_certs="optional")
-    session = session_with(SwapContextAdapter(ctx))
+    session = session_with(PostSuperAdapter(ssl_context=ctx))
     assert cn(session.get(server.url)) == "client-b"
     # The pool key still separates verify settings as stock does, context swapped or not.
     assert cn(session.get(server.url, verify=pki.both_bundle)) == "client-b"
@@ -606,7 +592,7 @@ def test_r13_extra_ca_data_after_super(
 ) -> None:
     set_default_bundle(monkeypatch, pki.rogue_bundle)
     server = make_server()
-    session = session_with(ExtraCAAdapter(pki.ca.cert_pem.bytes().decode()))
+    session = session_with(PostSuperAdapter(ca_cert_data=pki.ca.cert_pem.bytes().decode()))
     assert session.get(server.url).status_code == 200
     with pytest.raises(requests.exceptions.SSLError):
         requests.get(server.url)  # R3d: the extra CA stays with that adapter
