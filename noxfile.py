@@ -31,5 +31,6 @@ def tests(session: nox.Session, requests: str, urllib3: str) -> None:
 
 @nox.session
 def peer(session: nox.Session) -> None:
-    session.install("-e", ".[test]", *PEER_DEPS)
+    # pip fetches requests' sdist (uv-made environments have none of their own)
+    session.install("-e", ".[test]", "pip", *PEER_DEPS)
     session.run("python", "tools/peer_suite.py")
