@@ -274,6 +274,13 @@ def both_modes() -> Callable[[Callable[[], Any]], tuple[Any, Any]]:
     return run
 
 
+def session_with(adapter: requests.adapters.HTTPAdapter) -> requests.Session:
+    """A Session with ``adapter`` mounted for https://."""
+    session = requests.Session()
+    session.mount("https://", adapter)
+    return session
+
+
 def run_python(code: str, *, env: dict[str, str] | None = None, check: bool = True) -> str:
     """Run ``code`` in a fresh interpreter (import order matters there); returns stdout."""
     full_env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}

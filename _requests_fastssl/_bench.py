@@ -65,10 +65,6 @@ class Result:
     concurrency: int
     runs: list[Run]
 
-    @property
-    def median(self) -> float:
-        return statistics.median(r.wall for r in self.runs)
-
     def summary(self) -> dict[str, Any]:
         walls = [r.wall for r in self.runs]
         return {

@@ -94,10 +94,6 @@ class Registry:
             self._max = max_contexts
             self._evict()
 
-    @property
-    def max_contexts(self) -> int:
-        return self._max
-
     def clear(self) -> None:
         """Drop every published context (pools holding one keep it until they go)."""
         with self._lock:

@@ -13,28 +13,21 @@ from typing import Any
 
 import pytest
 import requests
-from requests.adapters import HTTPAdapter
 from requests_toolbelt.adapters.host_header_ssl import HostHeaderSSLAdapter
 from requests_toolbelt.adapters.source import SourceAddressAdapter
 from requests_toolbelt.adapters.ssl import SSLAdapter
 
 import requests_fastssl
-from conftest import ServerFactory
+from conftest import ServerFactory, session_with
 
 CLOSE = {"Connection": "close"}
-
-
-def mounted(adapter: HTTPAdapter) -> requests.Session:
-    session = requests.Session()
-    session.mount("https://", adapter)
-    return session
 
 
 def test_toolbelt_host_header_ssl_adapter(
     mode: str, make_server: ServerFactory, default_bundle: str
 ) -> None:
     server = make_server(names=("localhost",))  # the URL says 127.0.0.1
-    session = mounted(HostHeaderSSLAdapter())
+    session = session_with(HostHeaderSSLAdapter())
     assert session.get(server.url, headers={"Host": "localhost"}).status_code == 200
     with pytest.raises(requests.exceptions.SSLError):
         session.get(server.url, headers=CLOSE)  # no Host header: the name must match
@@ -50,7 +43,7 @@ def test_toolbelt_ssl_adapter_keeps_its_protocol(
     server = make_server(minimum_version=ssl.TLSVersion.TLSv1_3)
     assert requests.get(server.url).status_code == 200
     with pytest.raises(requests.exceptions.SSLError):  # pinned to TLS 1.2: refused
-        mounted(SSLAdapter(ssl.PROTOCOL_TLSv1_2)).get(server.url)
+        session_with(SSLAdapter(ssl.PROTOCOL_TLSv1_2)).get(server.url)
 
 
 def test_toolbelt_source_address_adapter_is_shared(
@@ -58,7 +51,7 @@ def test_toolbelt_source_address_adapter_is_shared(
 ) -> None:
     server = make_server()
     before = requests_fastssl.stats()
-    session = mounted(SourceAddressAdapter("127.0.0.1"))
+    session = session_with(SourceAddressAdapter("127.0.0.1"))
     for _ in range(3):
         assert session.get(server.url, headers=CLOSE).status_code == 200
     if mode == "shim":  # source_address is not a TLS setting: nothing to step aside for

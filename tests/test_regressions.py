@@ -27,6 +27,7 @@ from conftest import (
     URLLIB3_1,
     ServerFactory,
     needs_urllib3_2,
+    session_with,
     set_default_bundle,
 )
 
@@ -109,12 +110,6 @@ def pools_of(session: requests.Session) -> Any:
     adapter = session.adapters["https://"]
     assert isinstance(adapter, HTTPAdapter)
     return adapter.poolmanager.pools
-
-
-def session_with(adapter: HTTPAdapter) -> requests.Session:
-    session = requests.Session()
-    session.mount("https://", adapter)
-    return session
 
 
 # --- R1, R2: client certificates ------------------------------------------------------------
