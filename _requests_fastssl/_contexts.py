@@ -152,6 +152,9 @@ def build(spec: Spec, registry: Registry) -> Any | None:
         return None  # the class changed under us (truststore injected): re-key next time
     if getattr(ctx, "keylog_filename", None) != spec.keylog:
         return None  # SSLKEYLOGFILE changed between keying and building
+    if spec.key_file and u._is_key_file_encrypted(spec.key_file):
+        return None  # before the CA load: stock raises for every such request, we must not
+        # pay a bundle load each time to find that out
     # What urllib3 does to a given context on every connection, done once:
     ctx.verify_mode = u.resolve_cert_reqs(spec.cert_reqs)
     if spec.check_hostname_off:
@@ -160,8 +163,6 @@ def build(spec: Spec, registry: Registry) -> Any | None:
         registry.count("ca_loads")
         ctx.load_verify_locations(spec.cafile, spec.capath, None)
     if spec.cert_file:
-        if spec.key_file and u._is_key_file_encrypted(spec.key_file):
-            return None
         try:
             ctx.load_cert_chain(spec.cert_file, spec.key_file, password=_no_password)
         except _NeedsPassword:
