@@ -1,0 +1,586 @@
+"""Differential stress run: the shim against stock requests, request by request.
+
+    python -X faulthandler tests/stress.py --requests 3000 --threads 16 --seed 1
+    python -X faulthandler tests/stress.py --duration 600          # the soak run
+
+Everything runs on 127.0.0.1 inside this process: eight HTTPS servers (two trusted CAs,
+an untrusted one, an expired and a wrong-host certificate, servers that require, accept
+or refuse client certificates, each answering with the client certificate it saw), an
+HTTP CONNECT proxy and an HTTPS proxy.
+
+A *case* is a full set of request settings: server, ``verify`` (True, False, a file, a
+directory), ``cert`` (none, A, A in one file, B, A with an encrypted key), the client
+(``requests.get``, one Session shared by all threads, adapters with their own context,
+with verification forced off, with an asserted host name, with a key password) and the
+proxy. The stock outcome is a function of the case, so:
+
+1. oracle: with the shim uninstalled, each case is requested once, sequentially, through
+   stock requests; its outcome (status or exception type, and the client certificate the
+   server saw) is recorded;
+2. load: with the shim installed, ``--threads`` threads draw cases at random (seeded),
+   half of them with ``Connection: close`` (a new connection each), and compare every
+   outcome with the oracle, while a chaos thread empties and resizes the registry.
+
+A *bypass* is a request that succeeded where stock failed, or a verifying request with
+the default adapter that got an answer from a server its trust does not cover. Exit
+status 0 only with zero mismatches and zero bypasses; the last line of stdout is a JSON
+report. ``--sabotage`` breaks the shim on purpose, to prove the run can see it fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import faulthandler
+import itertools
+import json
+import os
+import random
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import requests
+import trustme
+import urllib3
+from cryptography.hazmat.primitives import serialization
+from loopback_proxy import LoopbackProxy
+from requests.adapters import HTTPAdapter
+from urllib3.util.ssl_ import create_urllib3_context
+
+import requests_fastssl
+from _requests_fastssl import _contexts, _wrappers
+from _requests_fastssl._contexts import spec_of
+from _requests_fastssl._registry import REGISTRY
+from _requests_fastssl._server import HTTPSServer
+
+SERVERS = ("ca1", "ca2", "rogue", "expired", "wrong-host", "require", "optional", "refuse")
+VERIFY = ("default", "off", "file-ca1", "file-ca2", "file-both", "dir-ca2")
+CERTS = ("none", "a", "a-combined", "b", "a-encrypted")
+CLIENTS = ("get", "shared", "context", "context-empty", "noverify", "hostheader", "password")
+PROXIES = ("none", "connect", "https")
+# Which CAs each verify setting trusts, and who issued each server's certificate: the
+# independent bypass check for the default adapter (expired and wrong-host never pass).
+TRUSTS = {
+    "default": {"ca1"},
+    "file-ca1": {"ca1"},
+    "file-ca2": {"ca2"},
+    "file-both": {"ca1", "ca2"},
+    "dir-ca2": {"ca2"},
+}
+ISSUER = {"ca1": "ca1", "ca2": "ca2", "require": "ca1", "optional": "ca1", "refuse": "ca1"}
+
+
+class Case(NamedTuple):
+    server: str
+    verify: str
+    cert: str
+    client: str
+    proxy: str
+
+
+Outcome = tuple[str, "str | None"]  # ("200", "client-a") or ("SSLError", None)
+
+
+# --- the world: CAs, files, servers, proxies ----------------------------------------------
+
+
+class World:
+    def __init__(self, stack: ExitStack, where: Path) -> None:
+        self.where = where
+        ca1, ca2, rogue = trustme.CA(), trustme.CA(), trustme.CA()
+        self.ca1 = ca1
+        self.bundle = self._write("ca1.pem", ca1.cert_pem.bytes())  # what verify=True uses
+        self.files = {
+            "file-ca1": self._write("copy-of-ca1.pem", ca1.cert_pem.bytes()),
+            "file-ca2": self._write("ca2.pem", ca2.cert_pem.bytes()),
+            "file-both": self._write("both.pem", ca1.cert_pem.bytes() + ca2.cert_pem.bytes()),
+            "dir-ca2": self._hashed_dir(ca2),
+        }
+        self.certs: dict[str, Any] = {"none": None}
+        for name in ("a", "b"):
+            leaf = ca1.issue_cert(f"client-{name}@example.test", common_name=f"client-{name}")
+            cert = self._write(f"client-{name}.crt", leaf.cert_chain_pems[0].bytes())
+            key = self._write(f"client-{name}.key", leaf.private_key_pem.bytes())
+            self.certs[name] = (cert, key)
+            if name == "a":
+                combined = leaf.private_key_and_cert_chain_pem.bytes()
+                self.certs["a-combined"] = self._write("client-a.pem", combined)
+                private = serialization.load_pem_private_key(
+                    leaf.private_key_pem.bytes(), password=None
+                )
+                encrypted = private.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.BestAvailableEncryption(b"secret"),
+                )
+                self.certs["a-encrypted"] = (cert, self._write("client-a.enc.key", encrypted))
+        tls12 = ssl.TLSVersion.TLSv1_2  # client-certificate refusals fail in the handshake
+        self.servers = {
+            "ca1": self._server(stack, ca1),
+            "ca2": self._server(stack, ca2),
+            "rogue": self._server(stack, rogue),
+            "expired": self._server(stack, ca1, expired=True),
+            "wrong-host": self._server(stack, ca1, names=("localhost",)),
+            "require": self._server(stack, ca1, clients=ca1, mode=ssl.CERT_REQUIRED, top=tls12),
+            "optional": self._server(stack, ca1, clients=ca1, mode=ssl.CERT_OPTIONAL),
+            "refuse": self._server(stack, ca1, clients=rogue, mode=ssl.CERT_REQUIRED, top=tls12),
+        }
+        proxy_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ca1.issue_cert("127.0.0.1").configure_cert(proxy_tls)
+        self.proxies = {
+            "none": None,
+            "connect": stack.enter_context(LoopbackProxy()).url,
+            "https": stack.enter_context(LoopbackProxy(tls=proxy_tls)).url,
+        }
+        self.ca2_bundle = self.files["file-ca2"]
+
+    def _write(self, name: str, data: bytes) -> str:
+        path = self.where / name
+        path.write_bytes(data)
+        return str(path)
+
+    def _hashed_dir(self, ca: trustme.CA) -> str:
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            raise SystemExit("stress: the openssl command is needed to hash a CA directory")
+        directory = self.where / "hashed"
+        directory.mkdir()
+        pem = self._write("dir-source.pem", ca.cert_pem.bytes())
+        digest = subprocess.run(
+            [openssl, "x509", "-hash", "-noout", "-in", pem],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        (directory / f"{digest}.0").write_bytes(ca.cert_pem.bytes())
+        return str(directory)
+
+    @staticmethod
+    def _server(
+        stack: ExitStack,
+        issuer: trustme.CA,
+        *,
+        names: tuple[str, ...] = ("127.0.0.1", "localhost"),
+        expired: bool = False,
+        clients: trustme.CA | None = None,
+        mode: ssl.VerifyMode = ssl.CERT_NONE,
+        top: ssl.TLSVersion | None = None,
+    ) -> str:
+        if expired:
+            now = datetime.datetime.now(datetime.timezone.utc)
+            leaf = issuer.issue_cert(
+                *names,
+                not_before=now - datetime.timedelta(days=30),
+                not_after=now - datetime.timedelta(days=1),
+            )
+        else:
+            leaf = issuer.issue_cert(*names)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        leaf.configure_cert(ctx)
+        if clients is not None:
+            clients.configure_trust(ctx)
+            ctx.verify_mode = mode
+        if top is not None:
+            ctx.maximum_version = top
+        return stack.enter_context(HTTPSServer(ctx)).url
+
+
+# --- clients ---------------------------------------------------------------------------------
+
+
+class ContextAdapter(HTTPAdapter):
+    """An adapter with its own SSLContext, direct and proxied (R3, R4)."""
+
+    def __init__(self, ctx: ssl.SSLContext) -> None:
+        self._ctx = ctx
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["ssl_context"] = self._ctx
+        super().init_poolmanager(*args, **kwargs)
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        kwargs["ssl_context"] = self._ctx
+        return super().proxy_manager_for(proxy, **kwargs)
+
+
+class NoVerifyAdapter(HTTPAdapter):
+    """Verification off in cert_verify, whatever the request says (R5, R5b)."""
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        super().cert_verify(conn=conn, url=url, verify=False, cert=cert)
+
+
+class HostHeaderAdapter(HTTPAdapter):
+    """requests-toolbelt's HostHeaderSSLAdapter: assert_hostname from the Host header (R6)."""
+
+    def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        host = request.headers.get("Host")
+        pool_kw = self.poolmanager.connection_pool_kw
+        if host:
+            pool_kw["assert_hostname"] = pool_kw["server_hostname"] = host
+        else:
+            pool_kw.pop("assert_hostname", None)
+            pool_kw.pop("server_hostname", None)
+        return super().send(request, **kwargs)
+
+
+class PasswordAdapter(HTTPAdapter):
+    """The one way to give requests a key password: a pool-manager keyword."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["key_password"] = "secret"
+        super().init_poolmanager(*args, **kwargs)
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        kwargs["key_password"] = "secret"
+        return super().proxy_manager_for(proxy, **kwargs)
+
+
+def _session(adapter: HTTPAdapter) -> requests.Session:
+    session = requests.Session()
+    session.mount("https://", adapter)
+    return session
+
+
+class Clients:
+    """The sessions one phase uses: shared ones for all threads, the rest per thread."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.shared = requests.Session()
+        self.noverify = _session(NoVerifyAdapter())
+        self.password = _session(PasswordAdapter())
+        self._local = threading.local()
+
+    def _context_session(self, with_cas: bool) -> requests.Session:
+        # A new adapter (and context) per request: urllib3 writes to a context it is given
+        # (verify_mode, loaded CAs), so one reused across cases would carry history.
+        ctx = create_urllib3_context()
+        if with_cas:
+            ctx.load_verify_locations(self.world.ca2_bundle)
+        return _session(ContextAdapter(ctx))
+
+    def request(self, case: Case, close: bool) -> requests.Response:
+        world = self.world
+        url = world.servers[case.server]
+        verify: Any = {"default": True, "off": False}.get(case.verify)
+        if verify is None:
+            verify = world.files[case.verify]
+        proxy = world.proxies[case.proxy]
+        kwargs: dict[str, Any] = {
+            "verify": verify,
+            "cert": world.certs[case.cert],
+            "proxies": {"https": proxy} if proxy else None,
+            "headers": {"Connection": "close"} if close else {},
+            "timeout": 60,
+        }
+        if case.client == "get":
+            return requests.get(url, **kwargs)
+        if case.client == "hostheader":
+            session = getattr(self._local, "hostheader", None)
+            if session is None:  # the adapter rewrites its pool kwargs: one per thread
+                session = self._local.hostheader = _session(HostHeaderAdapter())
+            kwargs["headers"] = {**kwargs["headers"], "Host": "localhost"}
+            return session.get(url, **kwargs)
+        if case.client in ("context", "context-empty"):
+            with self._context_session(case.client == "context") as session:
+                return session.get(url, **kwargs)
+        session = {"shared": self.shared, "noverify": self.noverify}.get(case.client)
+        return (session or self.password).get(url, **kwargs)
+
+
+def outcome(clients: Clients, case: Case, close: bool) -> Outcome:
+    try:
+        response = clients.request(case, close)
+    except Exception as exc:
+        return type(exc).__qualname__, None
+    seen = response.json().get("client_cn") if response.status_code == 200 else None
+    return str(response.status_code), seen
+
+
+def sharing_candidate(case: Case) -> bool:
+    return case.client in ("get", "shared") and case.proxy in ("none", "connect")
+
+
+def untrusted_answer(case: Case, result: Outcome) -> bool:
+    """A verifying request through the default adapter answered by a server it must not
+    trust: a verification bypass whatever stock did."""
+    if result[0] != "200" or case.client not in ("get", "shared", "password"):
+        return False
+    if case.verify == "off":
+        return False
+    trusted = ISSUER.get(case.server) in TRUSTS[case.verify]
+    return not trusted
+
+
+# --- sabotage: proof that this run notices a broken shim ---------------------------------
+
+
+def sabotage(kind: str, world: World) -> None:
+    """Make the shim's contexts wrong in a way its own proofs cannot see."""
+    original_build = _contexts.build
+
+    def evil_factory_for(factory: Any) -> Any:
+        def evil(*args: Any, **kwargs: Any) -> Any:
+            ctx = factory(*args, **kwargs)
+            if kind == "leak":  # every shared context presents client A (R1)
+                ctx.load_cert_chain(*world.certs["a"])
+            else:  # "bypass": every verifying shared context also trusts everything seen
+                for path in world.files.values():
+                    if path.endswith(".pem"):
+                        ctx.load_verify_locations(path)
+            return ctx
+
+        return evil
+
+    def build(spec: Any, registry: Any) -> Any:
+        return original_build(spec._replace(factory=evil_factory_for(spec.factory)), registry)
+
+    setattr(_wrappers, "build", build)  # noqa: B010  (the name _wrappers calls at build time)
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+def all_cases() -> list[Case]:
+    return [Case(*c) for c in itertools.product(SERVERS, VERIFY, CERTS, CLIENTS, PROXIES)]
+
+
+def sample_cases(seed: int) -> list[Case]:
+    """Every (server, verify, cert) twice: once with a client and proxy the shim shares
+    contexts for, once with any client and proxy; both drawn at random (seeded)."""
+    rng = random.Random(seed)
+    sharing = [
+        (c, p) for c in CLIENTS for p in PROXIES if sharing_candidate(Case("", "", "", c, p))
+    ]
+    anything = list(itertools.product(CLIENTS, PROXIES))
+    cases = set()
+    for server, verify, cert in itertools.product(SERVERS, VERIFY, CERTS):
+        for choices in (sharing, anything):
+            cases.add(Case(server, verify, cert, *rng.choice(choices)))
+    return sorted(cases)
+
+
+def contexts_intact() -> bool:
+    """Every shared context still has the verify mode its spec asks for."""
+    for ctx in list(REGISTRY._entries.values()):
+        spec = spec_of(ctx)
+        if spec is None:
+            return False
+        expected = ssl.CERT_NONE if spec.cert_reqs == "CERT_NONE" else ssl.CERT_REQUIRED
+        if ctx.verify_mode != expected:
+            return False
+    return True
+
+
+class Load:
+    """The shim phase: threads drawing cases, a chaos thread, the tally."""
+
+    def __init__(self, clients: Clients, oracle: dict[Case, Outcome], args: Any) -> None:
+        self.clients, self.oracle, self.args = clients, oracle, args
+        self.cases = sorted(oracle)
+        # The cases the shim shares contexts for (default adapter, no proxy or a CONNECT
+        # proxy) are drawn as often as all the others together: they are what is at stake.
+        self.sharing = [c for c in self.cases if sharing_candidate(c)] or self.cases
+        self.lock = threading.Lock()
+        self.progress = threading.Condition(self.lock)
+        self.done = 0
+        self.stop = False
+        self.mismatches: list[tuple[Case, bool, Outcome, Outcome]] = []
+        self.bypasses = 0
+        self.crashes: list[str] = []
+        self.outcomes: Counter[str] = Counter()
+        self.chaos_actions: Counter[str] = Counter()
+        self.deadline: float | None = time.monotonic() + args.duration if args.duration else None
+
+    def _finished(self) -> bool:
+        if self.stop:
+            return True
+        if self.deadline is not None:
+            return time.monotonic() >= self.deadline
+        return bool(self.done >= self.args.requests)
+
+    def worker(self, index: int) -> None:
+        rng = random.Random(self.args.seed * 1000 + index)
+        try:
+            while True:
+                with self.lock:
+                    if self._finished():
+                        return
+                pool = self.sharing if rng.random() < 0.5 else self.cases
+                case, close = rng.choice(pool), rng.random() < 0.5
+                got = outcome(self.clients, case, close)
+                expected = self.oracle[case]
+                bypass = (got[0] == "200" and expected[0] != "200") or untrusted_answer(case, got)
+                with self.progress:
+                    self.done += 1
+                    self.outcomes[got[0]] += 1
+                    if got != expected:
+                        self.mismatches.append((case, close, expected, got))
+                    self.bypasses += bypass
+                    self.progress.notify_all()
+        except BaseException as exc:  # a bug in this harness: stop everyone, report it
+            with self.progress:
+                self.crashes.append(f"thread {index}: {exc!r}")
+                self.stop = True
+                self.progress.notify_all()
+
+    def chaos(self) -> None:
+        """Every ``--chaos-every`` requests: empty the registry, or shrink or grow it, while
+        pools keep using the contexts they hold (both are supported at any time)."""
+        rng = random.Random(self.args.seed)
+        mark = self.args.chaos_every
+        while True:
+            with self.progress:
+                while not self._finished() and self.done < mark:
+                    self.progress.wait(timeout=1.0)  # the deadline needs a look now and then
+                if self._finished():
+                    return
+                mark = self.done + self.args.chaos_every
+            action = rng.choice(("clear", "shrink", "grow"))
+            if action == "clear":
+                requests_fastssl.clear()
+            else:
+                requests_fastssl.install(max_contexts=2 if action == "shrink" else 64)
+            self.chaos_actions[action] += 1
+
+    def run(self) -> None:
+        threads = [
+            threading.Thread(target=self.worker, args=(i,), name=f"stress-{i}")
+            for i in range(self.args.threads)
+        ]
+        threads.append(threading.Thread(target=self.chaos, name="stress-chaos"))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+@contextmanager
+def environment(world: World, env_bundle: bool) -> Iterator[None]:
+    """verify=True trusts ca1 only: through requests' default bundle path, and with
+    ``--env-bundle`` (or on requests 2.32.3/2.32.4, whose import-time context ignores
+    that path) through REQUESTS_CA_BUNDLE, as on our machines."""
+    for name in list(os.environ):
+        if name.upper() in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSLKEYLOGFILE") or (
+            name.lower().endswith("_proxy")
+        ):
+            del os.environ[name]
+    os.environ.pop("REQUESTS_FASTSSL_DISABLE", None)
+    requests.adapters.DEFAULT_CA_BUNDLE_PATH = world.bundle  # type: ignore[attr-defined]
+    preloaded = getattr(requests.adapters, "_preloaded_ssl_context", None) is not None
+    if env_bundle or preloaded:
+        os.environ["REQUESTS_CA_BUNDLE"] = world.bundle
+    yield
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--requests", type=int, default=3000, help="requests in the shim phase")
+    size.add_argument("--duration", type=float, help="seconds of shim phase instead (soak)")
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--all-cases",
+        action="store_true",
+        help=f"all {len(all_cases())} cases, not a stratified sample of {len(sample_cases(1))}",
+    )
+    parser.add_argument("--chaos-every", type=int, default=400, metavar="N")
+    parser.add_argument("--env-bundle", action="store_true", help="REQUESTS_CA_BUNDLE set")
+    parser.add_argument(
+        "--pyopenssl", action="store_true", help="urllib3.contrib.pyopenssl injected throughout"
+    )
+    parser.add_argument("--sabotage", choices=("leak", "bypass"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    for name in ("requests", "threads", "chaos_every"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.duration is not None and args.duration <= 0:
+        parser.error("--duration must be positive")
+    # A hang is a failure too: dump every thread's stack and exit non-zero.
+    faulthandler.dump_traceback_later(
+        (args.duration or 0) + 900 if args.duration else 900, exit=True
+    )
+
+    # verify=False warns in stock requests too; thousands of warnings would hide the report.
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    started = time.monotonic()
+    with ExitStack() as stack:
+        where = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fastssl-stress-")))
+        world = World(stack, where)
+        stack.enter_context(environment(world, args.env_bundle))
+        cases = all_cases() if args.all_cases else sample_cases(args.seed)
+
+        requests_fastssl.uninstall()  # importing it installed the shim
+        if args.pyopenssl:
+            from urllib3.contrib import pyopenssl
+
+            pyopenssl.inject_into_urllib3()
+        stock_clients = Clients(world)
+        oracle = {case: outcome(stock_clients, case, True) for case in cases}
+        stock_bypasses = [c for c, o in oracle.items() if untrusted_answer(c, o)]
+        oracle_seconds = time.monotonic() - started
+
+        status = requests_fastssl.install()
+        if status.state is not requests_fastssl.State.ACTIVE:
+            print(f"stress: the shim did not activate: {status}", file=sys.stderr)
+            return 2
+        requests_fastssl.clear()
+        if args.sabotage:
+            sabotage(args.sabotage, world)
+        load = Load(Clients(world), oracle, args)
+        load_started = time.monotonic()
+        load.run()
+        load_seconds = time.monotonic() - load_started
+        intact = contexts_intact()
+        stats = requests_fastssl.stats()._asdict()
+        requests_fastssl.uninstall()
+    faulthandler.cancel_dump_traceback_later()
+
+    for case, close, expected, got in load.mismatches[:20]:
+        print(f"MISMATCH {case} close={close}: stock {expected}, shim {got}", file=sys.stderr)
+    for crash in load.crashes:
+        print(f"CRASH {crash}", file=sys.stderr)
+    for case in stock_bypasses:
+        print(f"STOCK BYPASS? {case}: {oracle[case]}", file=sys.stderr)
+    report = {
+        "requests": load.done,
+        "threads": args.threads,
+        "seed": args.seed,
+        "cases": len(cases),
+        "mismatches": len(load.mismatches),
+        "bypasses": load.bypasses,
+        "crashes": len(load.crashes),
+        "stock_bypasses": len(stock_bypasses),
+        "contexts_intact": intact,
+        "outcomes": dict(load.outcomes.most_common()),
+        "chaos": dict(load.chaos_actions),
+        "shim_stats": {k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()},
+        "oracle_seconds": round(oracle_seconds, 1),
+        "load_seconds": round(load_seconds, 1),
+        "requests_per_second": round(load.done / load_seconds, 1) if load_seconds else None,
+        "versions": {name: version(name) for name in ("requests", "urllib3")},
+        "env_bundle": bool(args.env_bundle),
+        "pyopenssl": bool(args.pyopenssl),
+        "sabotage": args.sabotage,
+    }
+    print(json.dumps(report, sort_keys=True))
+    clean = not (load.mismatches or load.bypasses or load.crashes or stock_bypasses)
+    return 0 if clean and intact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The differential stress run (tests/stress.py) at CI size, in fresh interpreters under
+``-X faulthandler``: a crash or a hang there is a non-zero exit status, not a lost test
+run. The soak run is the same command with ``--duration`` (README, "Hardening")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from conftest import ROOT, TRUST_ENV
+
+STRESS = ROOT / "tests" / "stress.py"
+
+
+def stress(*args: str) -> tuple[int, dict[str, Any], str]:
+    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    proc = subprocess.run(
+        [sys.executable, "-X", "faulthandler", str(STRESS), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+        timeout=600,
+    )
+    lines = proc.stdout.strip().splitlines()
+    report: dict[str, Any] = json.loads(lines[-1]) if lines else {}
+    return proc.returncode, report, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("--requests", "2000", "--seed", "1"), id="default-bundle-path"),
+        pytest.param(("--requests", "1000", "--seed", "2", "--env-bundle"), id="env-bundle"),
+    ],
+)
+def test_differential_stress_matches_stock(args: tuple[str, ...]) -> None:
+    rc, report, stderr = stress("--threads", "16", *args)
+    assert rc == 0, stderr[-4000:]
+    assert report["mismatches"] == report["bypasses"] == report["crashes"] == 0
+    assert report["stock_bypasses"] == 0
+    assert report["contexts_intact"] is True
+    assert report["requests"] >= int(args[1])
+    # Not a vacuous run: requests succeeded and failed, the shim shared contexts under
+    # load, and the chaos thread emptied and resized the registry while it did.
+    assert report["outcomes"]["200"] > 100
+    assert report["outcomes"]["SSLError"] > 100
+    stats = report["shim_stats"]
+    assert stats["reuses"] > 100
+    assert stats["connections"] > 100
+    assert report["chaos"]
+
+
+@pytest.mark.parametrize("kind", ["leak", "bypass"])
+def test_stress_run_notices_a_broken_shim(kind: str) -> None:
+    """The same run with the shim sabotaged (client A on every shared context, or extra CAs
+    trusted) must fail: proof that zero mismatches above means something."""
+    rc, report, stderr = stress("--threads", "16", "--requests", "400", "--sabotage", kind)
+    assert rc == 1, stderr[-4000:]
+    assert report["mismatches"] > 0
+    assert report["bypasses"] > 0
+    assert "MISMATCH" in stderr
+
+
+def test_stress_rejects_bad_sizes() -> None:
+    rc, _, stderr = stress("--threads", "0")
+    assert rc == 2
+    assert "--threads must be at least 1" in stderr
