@@ -240,22 +240,32 @@ def test_r5_http_via_https_proxy(mode: str, pki: PKI, default_bundle: str) -> No
 def _race(
     make_server: ServerFactory,
     pki: PKI,
-    noise: Callable[[requests.Session, str], Any],
-    session: requests.Session,
+    noisemakers: list[tuple[requests.Session, dict[str, str]]],
+    n: int = RACE_N,
 ) -> int:
-    """Hammer a trusted server through ``session`` while verifying against an untrusted one."""
+    """Hammer a trusted server through each session (one thread each) while the main
+    thread makes ``n`` verifying requests to an untrusted one; return how many succeeded."""
     trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
     stop = threading.Event()
+    noise_done: list[int] = []
+    noise_errors: list[BaseException] = []
 
-    def hammer() -> None:
-        while not stop.is_set():
-            noise(session, trusted.url)
+    def hammer(session: requests.Session, headers: dict[str, str]) -> None:
+        done = 0
+        try:
+            while not stop.is_set():
+                assert session.get(trusted.url, headers=headers).status_code == 200
+                done += 1
+        except BaseException as exc:
+            noise_errors.append(exc)
+        noise_done.append(done)
 
-    thread = threading.Thread(target=hammer)
-    thread.start()
+    threads = [threading.Thread(target=hammer, args=pair) for pair in noisemakers]
+    for thread in threads:
+        thread.start()
     successes = 0
     try:
-        for _ in range(RACE_N):
+        for _ in range(n):
             try:
                 requests.get(untrusted.url, headers=CLOSE)
                 successes += 1
@@ -263,28 +273,38 @@ def _race(
                 pass
     finally:
         stop.set()
-        thread.join()
+        for thread in threads:
+            thread.join()
+    assert not noise_errors, noise_errors
+    assert all(done > 0 for done in noise_done)  # the noise really ran alongside
     return successes
 
 
 def test_r5b_race_global_cert_none(
     mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
 ) -> None:
-    def noise(session: requests.Session, url: str) -> None:
-        assert session.get(url, headers=CLOSE).status_code == 200
-
-    assert _race(make_server, pki, noise, session_with(NoVerifyAdapter())) == 0
+    assert _race(make_server, pki, [(session_with(NoVerifyAdapter()), CLOSE)]) == 0
     assert_shared_contexts_untouched()
 
 
 def test_r5b_r6_race_after_assert_hostname(
     mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
 ) -> None:
-    def noise(session: requests.Session, url: str) -> None:
-        assert session.get(url, headers={**CLOSE, "Host": "localhost"}).status_code == 200
+    noise = (session_with(HostHeaderAdapter()), {**CLOSE, "Host": "localhost"})
+    assert _race(make_server, pki, [noise]) == 0
+    assert_shared_contexts_untouched()
 
-    session = session_with(HostHeaderAdapter())
-    assert _race(make_server, pki, noise, session) == 0
+
+def test_r5b_race_both_adapters_1500_verifying_requests(
+    mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    """regressions.md R5b as written: a no-verify adapter thread and an assert_hostname
+    adapter thread hammer one server during 1500 verifying requests to an untrusted one."""
+    noisemakers = [
+        (session_with(NoVerifyAdapter()), CLOSE),
+        (session_with(HostHeaderAdapter()), {**CLOSE, "Host": "localhost"}),
+    ]
+    assert _race(make_server, pki, noisemakers, n=1500) == 0
     assert_shared_contexts_untouched()
 
 
