@@ -1,0 +1,147 @@
+"""Other libraries that change how urllib3 builds TLS contexts: truststore and urllib3's
+pyOpenSSL backend, injected before or after the shim is installed, and extracted again.
+Each sequence of requests runs against stock requests and with the shim; the outcomes
+must be the same, and the shim's shared contexts must be of the class in force (trust
+follows the injected backend exactly as it does in stock requests).
+
+(requests and certifi inside a zipapp, and pickling a Session with the shim active, are
+regressions R14 and R15 in test_regressions.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import requests
+
+import requests_fastssl
+from _requests_fastssl._registry import REGISTRY
+from _requests_fastssl._server import HTTPSServer
+from conftest import PKI, ServerFactory
+
+CLOSE = {"Connection": "close"}
+
+
+def outcome(call: Callable[[], requests.Response]) -> tuple[str, str | None]:
+    try:
+        response = call()
+    except Exception as exc:
+        return type(exc).__qualname__, None
+    return str(response.status_code), response.json()["client_cn"]
+
+
+class Servers:
+    def __init__(self, make_server: ServerFactory, pki: PKI) -> None:
+        self.pki = pki
+        self.trusted: HTTPSServer = make_server(client_certs="optional")
+        self.untrusted: HTTPSServer = make_server(ca=pki.rogue_ca)
+        self.wrong_host: HTTPSServer = make_server(names=("localhost",))
+
+    def requests(self) -> list[tuple[str, str | None]]:
+        """One of everything trust decides: the shared path and the error paths."""
+        pki = self.pki
+        return [
+            outcome(lambda: requests.get(self.trusted.url, headers=CLOSE)),
+            outcome(lambda: requests.get(self.trusted.url, verify=pki.bundle, headers=CLOSE)),
+            outcome(lambda: requests.get(self.trusted.url, cert=pki.client_a.pair, headers=CLOSE)),
+            outcome(lambda: requests.get(self.untrusted.url, headers=CLOSE)),
+            outcome(lambda: requests.get(self.untrusted.url, verify=pki.bundle)),
+            outcome(lambda: requests.get(self.untrusted.url, verify=False, headers=CLOSE)),
+            outcome(lambda: requests.get(self.wrong_host.url, headers=CLOSE)),
+        ]
+
+
+def shared_bases() -> set[str]:
+    """The class each shared context was built as (the frozen subclass's base)."""
+    return {type(ctx).__mro__[1].__module__.split(".")[0] for ctx in REGISTRY._entries.values()}
+
+
+ORDERS = ["inject-then-install", "install-then-inject"]
+
+
+def _sequence(
+    servers: Servers,
+    order: str,
+    shim: bool,
+    inject: Callable[[], None],
+    extract: Callable[[], None],
+) -> tuple[list[Any], set[str], set[str]]:
+    """requests before injection, while injected, after extraction; with the shim
+    installed before or after the injection (or never, for stock)."""
+    seen: list[Any] = []
+    injected_bases: set[str] = set()
+    after_bases: set[str] = set()
+    try:
+        if shim and order == "install-then-inject":
+            requests_fastssl.install()
+            requests_fastssl.clear()
+        seen += servers.requests()
+        inject()
+        try:
+            if shim and order == "inject-then-install":
+                requests_fastssl.install()
+            requests_fastssl.clear()
+            seen += servers.requests()
+            injected_bases = shared_bases()
+        finally:
+            extract()
+        requests_fastssl.clear()
+        seen += servers.requests()
+        after_bases = shared_bases()
+    finally:
+        requests_fastssl.uninstall()
+    return seen, injected_bases, after_bases
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_truststore_injected_and_extracted(
+    order: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    import truststore
+
+    servers = Servers(make_server, pki)
+    stock, _, _ = _sequence(
+        servers, order, False, truststore.inject_into_ssl, truststore.extract_from_ssl
+    )
+    shim, injected, after = _sequence(
+        servers, order, True, truststore.inject_into_ssl, truststore.extract_from_ssl
+    )
+    assert shim == stock
+    assert stock[:7] == stock[7:14] == stock[14:]  # truststore + the bundle: same verdicts
+    assert ("200", "client-a") in stock
+    assert ("SSLError", None) in stock
+    assert injected == {"truststore"}  # shared contexts were truststore's while injected
+    assert after == {"ssl"}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_pyopenssl_injected_and_extracted(
+    order: str, make_server: ServerFactory, pki: PKI, default_bundle: str
+) -> None:
+    """urllib3.contrib.pyopenssl: the shim works with it (shares PyOpenSSLContexts, which
+    urllib3 itself shares when a pool manager is given one) and gives stock outcomes."""
+    from urllib3.contrib import pyopenssl
+
+    servers = Servers(make_server, pki)
+    inject, extract = pyopenssl.inject_into_urllib3, pyopenssl.extract_from_urllib3
+    stock, _, _ = _sequence(servers, order, False, inject, extract)
+    shim, injected, after = _sequence(servers, order, True, inject, extract)
+    assert shim == stock
+    assert ("200", "client-a") in stock[7:14]
+    assert ("SSLError", None) in stock[7:14]
+    assert injected == {"urllib3"}  # urllib3.contrib.pyopenssl.PyOpenSSLContext
+    assert after == {"ssl"}
+
+
+def test_stress_run_under_pyopenssl() -> None:
+    """The differential stress run with urllib3's pyOpenSSL backend injected: shared
+    PyOpenSSLContexts used by 16 threads at once give the stock outcome every time."""
+    from test_stress import stress
+
+    rc, report, stderr = stress("--threads", "16", "--requests", "800", "--pyopenssl")
+    assert rc == 0, stderr[-4000:]
+    assert report["mismatches"] == report["bypasses"] == report["crashes"] == 0
+    assert report["pyopenssl"] is True
+    assert report["shim_stats"]["reuses"] > 50
