@@ -60,7 +60,7 @@ def test_differential_stress_matches_stock(args: tuple[str, ...]) -> None:
 def test_stress_run_notices_a_broken_shim(kind: str) -> None:
     """The same run with the shim sabotaged (client A on every shared context, or extra CAs
     trusted) must fail: proof that zero mismatches above means something."""
-    rc, report, stderr = stress("--threads", "16", "--requests", "400", "--sabotage", kind)
+    rc, report, stderr = stress("--threads", "16", "--requests", "800", "--sabotage", kind)
     assert rc == 1, stderr[-4000:]
     assert report["mismatches"] > 0
     assert report["bypasses"] > 0
