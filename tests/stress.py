@@ -515,10 +515,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.duration is not None and args.duration <= 0:
         parser.error("--duration must be positive")
-    # A hang is a failure too: dump every thread's stack and exit non-zero.
-    faulthandler.dump_traceback_later(
-        (args.duration or 0) + 900 if args.duration else 900, exit=True
-    )
+    # A hang is a failure too: dump every thread's stack and exit non-zero. The budget is
+    # generous (the oracle over all cases takes minutes; requests run at ~100/s here).
+    load_budget = args.duration if args.duration else args.requests / 10
+    faulthandler.dump_traceback_later(1800 + load_budget, exit=True)
 
     # verify=False warns in stock requests too; thousands of warnings would hide the report.
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
