@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from importlib.metadata import version
 from pathlib import Path
@@ -328,8 +328,8 @@ def untrusted_answer(case: Case, result: Outcome) -> bool:
 # --- sabotage: proof that this run notices a broken shim ---------------------------------
 
 
-def sabotage(kind: str, world: World) -> None:
-    """Make the shim's contexts wrong in a way its own proofs cannot see."""
+def sabotage(kind: str, world: World) -> Callable[[], None]:
+    """Make the shim's contexts wrong in a way its own proofs cannot see; returns the undo."""
     original_build = _contexts.build
 
     def evil_factory_for(factory: Any) -> Any:
@@ -349,6 +349,7 @@ def sabotage(kind: str, world: World) -> None:
         return original_build(spec._replace(factory=evil_factory_for(spec.factory)), registry)
 
     setattr(_wrappers, "build", build)  # noqa: B010  (the name _wrappers calls at build time)
+    return lambda: setattr(_wrappers, "build", original_build)
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -508,7 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pyopenssl", action="store_true", help="urllib3.contrib.pyopenssl injected throughout"
     )
-    parser.add_argument("--sabotage", choices=("leak", "bypass"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--sabotage", choices=("leak", "bypass"), action="append", help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     for name in ("requests", "threads", "chaos_every"):
         if getattr(args, name) < 1:
@@ -542,53 +545,60 @@ def main(argv: list[str] | None = None) -> int:
         stock_bypasses = [c for c, o in oracle.items() if untrusted_answer(c, o)]
         oracle_seconds = time.monotonic() - started
 
-        status = requests_fastssl.install()
-        if status.state is not requests_fastssl.State.ACTIVE:
-            print(f"stress: the shim did not activate: {status}", file=sys.stderr)
-            return 2
-        requests_fastssl.clear()
-        if args.sabotage:
-            sabotage(args.sabotage, world)
-        load = Load(Clients(world), oracle, args)
-        load_started = time.monotonic()
-        load.run()
-        load_seconds = time.monotonic() - load_started
-        intact = contexts_intact()
-        stats = requests_fastssl.stats()._asdict()
-        requests_fastssl.uninstall()
+        # One load phase; with --sabotage, one per kind of sabotage, on the same oracle.
+        dirty = bool(stock_bypasses)
+        for kind in args.sabotage or [None]:
+            status = requests_fastssl.install()
+            if status.state is not requests_fastssl.State.ACTIVE:
+                print(f"stress: the shim did not activate: {status}", file=sys.stderr)
+                return 2
+            requests_fastssl.clear()
+            undo = sabotage(kind, world) if kind else None
+            load = Load(Clients(world), oracle, args)
+            load_started = time.monotonic()
+            load.run()
+            load_seconds = time.monotonic() - load_started
+            intact = contexts_intact()
+            stats = requests_fastssl.stats()._asdict()
+            if undo is not None:
+                undo()
+            requests_fastssl.uninstall()
+            for case, close, expected, got in load.mismatches[:20]:
+                print(
+                    f"MISMATCH {case} close={close}: stock {expected}, shim {got}", file=sys.stderr
+                )
+            for crash in load.crashes:
+                print(f"CRASH {crash}", file=sys.stderr)
+            for case in stock_bypasses:
+                print(f"STOCK BYPASS? {case}: {oracle[case]}", file=sys.stderr)
+            report = {
+                "requests": load.done,
+                "threads": args.threads,
+                "seed": args.seed,
+                "cases": len(cases),
+                "mismatches": len(load.mismatches),
+                "bypasses": load.bypasses,
+                "crashes": len(load.crashes),
+                "stock_bypasses": len(stock_bypasses),
+                "contexts_intact": intact,
+                "outcomes": dict(load.outcomes.most_common()),
+                "chaos": dict(load.chaos_actions),
+                "shim_stats": {
+                    k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()
+                },
+                "oracle_seconds": round(oracle_seconds, 1),
+                "load_seconds": round(load_seconds, 1),
+                "requests_per_second": round(load.done / load_seconds, 1) if load_seconds else None,
+                "versions": {name: version(name) for name in ("requests", "urllib3")},
+                "env_bundle": bool(args.env_bundle),
+                "pyopenssl": bool(args.pyopenssl),
+                "connection_close": load.close_allowed,
+                "sabotage": kind,
+            }
+            print(json.dumps(report, sort_keys=True), flush=True)
+            dirty = dirty or bool(load.mismatches or load.bypasses or load.crashes) or not intact
     faulthandler.cancel_dump_traceback_later()
-
-    for case, close, expected, got in load.mismatches[:20]:
-        print(f"MISMATCH {case} close={close}: stock {expected}, shim {got}", file=sys.stderr)
-    for crash in load.crashes:
-        print(f"CRASH {crash}", file=sys.stderr)
-    for case in stock_bypasses:
-        print(f"STOCK BYPASS? {case}: {oracle[case]}", file=sys.stderr)
-    report = {
-        "requests": load.done,
-        "threads": args.threads,
-        "seed": args.seed,
-        "cases": len(cases),
-        "mismatches": len(load.mismatches),
-        "bypasses": load.bypasses,
-        "crashes": len(load.crashes),
-        "stock_bypasses": len(stock_bypasses),
-        "contexts_intact": intact,
-        "outcomes": dict(load.outcomes.most_common()),
-        "chaos": dict(load.chaos_actions),
-        "shim_stats": {k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()},
-        "oracle_seconds": round(oracle_seconds, 1),
-        "load_seconds": round(load_seconds, 1),
-        "requests_per_second": round(load.done / load_seconds, 1) if load_seconds else None,
-        "versions": {name: version(name) for name in ("requests", "urllib3")},
-        "env_bundle": bool(args.env_bundle),
-        "pyopenssl": bool(args.pyopenssl),
-        "connection_close": load.close_allowed,
-        "sabotage": args.sabotage,
-    }
-    print(json.dumps(report, sort_keys=True))
-    clean = not (load.mismatches or load.bypasses or load.crashes or stock_bypasses)
-    return 0 if clean and intact else 1
+    return 1 if dirty else 0
 
 
 if __name__ == "__main__":

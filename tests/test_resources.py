@@ -13,9 +13,9 @@ import pytest
 
 from conftest import PKI, ServerFactory, run_python
 
-# Distinct CA paths; client certificates cost more to load, and a quarter as many show
+# Distinct CA paths; client certificates cost more to load, and a tenth as many show
 # the same bound.
-PATHS = {"ca": 10_000, "cert": 2_500}
+PATHS = {"ca": 10_000, "cert": 1_000}
 CYCLE_CHILD = """
 import gc, json, os, sys
 import requests, requests_fastssl
