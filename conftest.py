@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -256,6 +257,21 @@ def _outcome(call: Callable[[], Any]) -> tuple[str, str]:
     except Exception as exc:
         return type(exc).__qualname__, str(exc)
     return "ok", str(response.status_code)
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def outcome(call: Callable[[], requests.Response]) -> tuple[str, str | None]:
+    """What a request gave, comparable between stock and shim: the exception type and
+    message (object addresses blanked), or the status and the client certificate the
+    server saw (``_requests_fastssl._server`` answers with it)."""
+    try:
+        response = call()
+    except Exception as exc:
+        return type(exc).__qualname__, _ADDRESS.sub(" at 0x?", str(exc))
+    seen = response.json()["client_cn"] if response.status_code == 200 else None
+    return str(response.status_code), None if seen is None else str(seen)
 
 
 @pytest.fixture

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 import requests
 import trustme
 import urllib3
+from adapters import ContextAdapter, HostHeaderAdapter, NoVerifyAdapter
 from cryptography.hazmat.primitives import serialization
 from loopback_proxy import LoopbackProxy
 from requests.adapters import HTTPAdapter
@@ -199,43 +200,6 @@ class World:
 # --- clients ---------------------------------------------------------------------------------
 
 
-class ContextAdapter(HTTPAdapter):
-    """An adapter with its own SSLContext, direct and proxied (R3, R4)."""
-
-    def __init__(self, ctx: ssl.SSLContext) -> None:
-        self._ctx = ctx
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["ssl_context"] = self._ctx
-        super().init_poolmanager(*args, **kwargs)
-
-    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
-        kwargs["ssl_context"] = self._ctx
-        return super().proxy_manager_for(proxy, **kwargs)
-
-
-class NoVerifyAdapter(HTTPAdapter):
-    """Verification off in cert_verify, whatever the request says (R5, R5b)."""
-
-    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
-        super().cert_verify(conn=conn, url=url, verify=False, cert=cert)
-
-
-class HostHeaderAdapter(HTTPAdapter):
-    """requests-toolbelt's HostHeaderSSLAdapter: assert_hostname from the Host header (R6)."""
-
-    def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        host = request.headers.get("Host")
-        pool_kw = self.poolmanager.connection_pool_kw
-        if host:
-            pool_kw["assert_hostname"] = pool_kw["server_hostname"] = host
-        else:
-            pool_kw.pop("assert_hostname", None)
-            pool_kw.pop("server_hostname", None)
-        return super().send(request, **kwargs)
-
-
 class PasswordAdapter(HTTPAdapter):
     """The one way to give requests a key password: a pool-manager keyword."""
 
@@ -270,7 +234,7 @@ class Clients:
         ctx = create_urllib3_context()
         if with_cas:
             ctx.load_verify_locations(self.world.ca2_bundle)
-        return _session(ContextAdapter(ctx))
+        return _session(ContextAdapter(ctx, proxied=True))
 
     def request(self, case: Case, close: bool) -> requests.Response:
         world = self.world

@@ -20,17 +20,9 @@ import requests
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl._server import HTTPSServer
-from conftest import PKI, ServerFactory
+from conftest import PKI, ServerFactory, outcome
 
 CLOSE = {"Connection": "close"}
-
-
-def outcome(call: Callable[[], requests.Response]) -> tuple[str, str | None]:
-    try:
-        response = call()
-    except Exception as exc:
-        return type(exc).__qualname__, None
-    return str(response.status_code), response.json()["client_cn"]
 
 
 class Servers:
@@ -112,7 +104,7 @@ def test_truststore_injected_and_extracted(
     assert shim == stock
     assert stock[:7] == stock[7:14] == stock[14:]  # truststore + the bundle: same verdicts
     assert ("200", "client-a") in stock
-    assert ("SSLError", None) in stock
+    assert "SSLError" in {kind for kind, _ in stock}
     assert injected == {"truststore"}  # shared contexts were truststore's while injected
     assert after == {"ssl"}
 
@@ -135,7 +127,7 @@ def test_pyopenssl_injected_and_extracted(
         shim, injected, after = _sequence(servers, order, True, inject, extract)
     assert shim == stock
     assert ("200", "client-a") in stock[7:14]
-    assert ("SSLError", None) in stock[7:14]
+    assert "SSLError" in {kind for kind, _ in stock[7:14]}
     assert injected == {"urllib3"}  # urllib3.contrib.pyopenssl.PyOpenSSLContext
     assert after == {"ssl"}
 
