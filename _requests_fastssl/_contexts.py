@@ -152,9 +152,10 @@ def build(spec: Spec, registry: Registry) -> Any | None:
         return None  # the class changed under us (truststore injected): re-key next time
     if getattr(ctx, "keylog_filename", None) != spec.keylog:
         return None  # SSLKEYLOGFILE changed between keying and building
+    # An encrypted key always goes stock (which raises for it). Checked before the CA load,
+    # or every such request would pay a bundle load to find that out.
     if spec.key_file and u._is_key_file_encrypted(spec.key_file):
-        return None  # before the CA load: stock raises for every such request, we must not
-        # pay a bundle load each time to find that out
+        return None
     # What urllib3 does to a given context on every connection, done once:
     ctx.verify_mode = u.resolve_cert_reqs(spec.cert_reqs)
     if spec.check_hostname_off:
