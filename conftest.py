@@ -7,7 +7,6 @@ REQUESTS_CA_BUNDLE and CURL_CA_BUNDLE; a test that wants them sets them itself).
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
 import ssl
@@ -26,7 +25,7 @@ import trustme
 from cryptography.hazmat.primitives import serialization
 
 import requests_fastssl
-from _requests_fastssl._server import HTTPSServer
+from _requests_fastssl._server import HTTPSServer, server_context
 
 requests_fastssl.uninstall()  # importing it installed the shim; each test decides for itself
 
@@ -143,27 +142,15 @@ def make_server(pki: PKI) -> Iterator[ServerFactory]:
             maximum_version: ssl.TLSVersion | None = None,
             minimum_version: ssl.TLSVersion | None = None,
         ) -> HTTPSServer:
-            issuer = ca or pki.ca
-            if expired:
-                now = datetime.datetime.now(datetime.timezone.utc)
-                leaf = issuer.issue_cert(
-                    *names,
-                    not_before=now - datetime.timedelta(days=30),
-                    not_after=now - datetime.timedelta(days=1),
-                )
-            else:
-                leaf = issuer.issue_cert(*names)
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            leaf.configure_cert(ctx)
-            if client_certs is not None:
-                ctx.verify_mode = (
-                    ssl.CERT_REQUIRED if client_certs == "required" else ssl.CERT_OPTIONAL
-                )
-                pki.ca.configure_trust(ctx)
-            if maximum_version is not None:
-                ctx.maximum_version = maximum_version
-            if minimum_version is not None:
-                ctx.minimum_version = minimum_version
+            ctx = server_context(
+                ca or pki.ca,
+                names,
+                expired=expired,
+                client_ca=None if client_certs is None else pki.ca,
+                client_mode=ssl.CERT_REQUIRED if client_certs == "required" else ssl.CERT_OPTIONAL,
+                maximum_version=maximum_version,
+                minimum_version=minimum_version,
+            )
             return stack.enter_context(HTTPSServer(ctx, host=host))
 
         yield factory

@@ -324,7 +324,6 @@ def embedded_server() -> Iterator[tuple[str, str]]:
 
     The bundle is certifi's plus that CA, so every load costs what a real one costs.
     """
-    import ssl
 
     import certifi
 
@@ -335,11 +334,10 @@ def embedded_server() -> Iterator[tuple[str, str]]:
             "the benchmark needs trustme for its throwaway CA: "
             "pip install 'requests-fastssl[bench]'"
         ) from None
-    from ._server import HTTPSServer
+    from ._server import HTTPSServer, server_context
 
     ca = trustme.CA()
-    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    server_ctx = server_context(ca, ("127.0.0.1",))
     with tempfile.TemporaryDirectory(prefix="requests-fastssl-bench-") as tmp:
         bundle = os.path.join(tmp, "bundle.pem")
         with open(certifi.where(), "rb") as src, open(bundle, "wb") as dst:

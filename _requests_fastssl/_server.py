@@ -8,6 +8,7 @@ client never blocks the others, and failed handshakes are counted, not printed.
 
 from __future__ import annotations
 
+import datetime
 import json
 import socket
 import ssl
@@ -15,7 +16,41 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["HTTPSServer"]
+__all__ = ["HTTPSServer", "server_context"]
+
+
+def server_context(
+    issuer: Any,
+    names: tuple[str, ...] = ("127.0.0.1", "localhost"),
+    *,
+    expired: bool = False,
+    client_ca: Any | None = None,
+    client_mode: ssl.VerifyMode = ssl.CERT_REQUIRED,
+    maximum_version: ssl.TLSVersion | None = None,
+    minimum_version: ssl.TLSVersion | None = None,
+) -> ssl.SSLContext:
+    """A server-side context with a certificate from ``issuer`` (a ``trustme.CA``: a bench
+    and test extra, so not imported here) for ``names``, expired a day ago if asked. With
+    ``client_ca`` it asks for client certificates issued by that CA (``client_mode``)."""
+    if expired:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        leaf = issuer.issue_cert(
+            *names,
+            not_before=now - datetime.timedelta(days=30),
+            not_after=now - datetime.timedelta(days=1),
+        )
+    else:
+        leaf = issuer.issue_cert(*names)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    leaf.configure_cert(ctx)
+    if client_ca is not None:
+        client_ca.configure_trust(ctx)
+        ctx.verify_mode = client_mode
+    if maximum_version is not None:
+        ctx.maximum_version = maximum_version
+    if minimum_version is not None:
+        ctx.minimum_version = minimum_version
+    return ctx
 
 
 class _Handler(BaseHTTPRequestHandler):

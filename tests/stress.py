@@ -30,7 +30,6 @@ report. ``--sabotage`` breaks the shim on purpose, to prove the run can see it f
 from __future__ import annotations
 
 import argparse
-import datetime
 import faulthandler
 import itertools
 import json
@@ -63,7 +62,7 @@ import requests_fastssl
 from _requests_fastssl import _contexts, _wrappers
 from _requests_fastssl._contexts import spec_of
 from _requests_fastssl._registry import REGISTRY
-from _requests_fastssl._server import HTTPSServer
+from _requests_fastssl._server import HTTPSServer, server_context
 
 SERVERS = ("ca1", "ca2", "rogue", "expired", "wrong-host", "require", "optional", "refuse")
 VERIFY = ("default", "off", "file-ca1", "file-ca2", "file-both", "dir-ca2")
@@ -137,8 +136,7 @@ class World:
             "optional": self._server(stack, ca1, clients=ca1, mode=ssl.CERT_OPTIONAL),
             "refuse": self._server(stack, ca1, clients=rogue, mode=ssl.CERT_REQUIRED, top=tls12),
         }
-        proxy_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ca1.issue_cert("127.0.0.1").configure_cert(proxy_tls)
+        proxy_tls = server_context(ca1, ("127.0.0.1",))
         self.proxies = {
             "none": None,
             "connect": stack.enter_context(LoopbackProxy()).url,
@@ -178,22 +176,9 @@ class World:
         mode: ssl.VerifyMode = ssl.CERT_NONE,
         top: ssl.TLSVersion | None = None,
     ) -> str:
-        if expired:
-            now = datetime.datetime.now(datetime.timezone.utc)
-            leaf = issuer.issue_cert(
-                *names,
-                not_before=now - datetime.timedelta(days=30),
-                not_after=now - datetime.timedelta(days=1),
-            )
-        else:
-            leaf = issuer.issue_cert(*names)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        leaf.configure_cert(ctx)
-        if clients is not None:
-            clients.configure_trust(ctx)
-            ctx.verify_mode = mode
-        if top is not None:
-            ctx.maximum_version = top
+        ctx = server_context(
+            issuer, names, expired=expired, client_ca=clients, client_mode=mode, maximum_version=top
+        )
         return stack.enter_context(HTTPSServer(ctx)).url
 
 

@@ -13,7 +13,8 @@ import shutil
 import ssl
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from cryptography.x509.oid import NameOID
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl._server import HTTPSServer
+from _requests_fastssl._status import Stats
 from conftest import PKI, ROOT, TRUST_ENV, ServerFactory, outcome
 
 Outcome = tuple[str, "str | None"]
@@ -146,15 +148,26 @@ def request(url: str, files: Files) -> Outcome:
     )
 
 
+@contextmanager
+def shim_if(shim: bool) -> Iterator[Callable[[], Stats]]:
+    """The shim installed with an empty registry (or stock) for the block, uninstalled after;
+    yields a function giving the shim's counters since the block began."""
+    if shim:
+        requests_fastssl.install()
+        requests_fastssl.clear()
+    before = requests_fastssl.stats()
+    try:
+        yield lambda: requests_fastssl.stats().since(before)
+    finally:
+        requests_fastssl.uninstall()
+
+
 def play(url: str, files: Files, steps: list[str], *, shim: bool) -> list[Outcome]:
     """request, fault, request, request, restore, request: the same for both modes."""
     if files.bundle.is_dir():
         files.bundle.rmdir()
     files.restore()
-    if shim:
-        requests_fastssl.install()
-        requests_fastssl.clear()
-    try:
+    with shim_if(shim):
         outcomes = [request(url, files)]
         for step in steps:
             ACTIONS[step](files)
@@ -163,9 +176,7 @@ def play(url: str, files: Files, steps: list[str], *, shim: bool) -> list[Outcom
             files.bundle.rmdir()
         files.restore()
         outcomes.append(request(url, files))
-        return outcomes
-    finally:
-        requests_fastssl.uninstall()
+    return outcomes
 
 
 def assert_same_as_stock(url: str, files: Files, steps: list[str]) -> list[Outcome]:
@@ -293,12 +304,8 @@ def test_bundle_growing_to_thousands_of_certificates(
     bundle = tmp_path / "growing.pem"
     results: dict[str, list[tuple[str, str]]] = {}
     for mode in ("stock", "shim"):
-        if mode == "shim":
-            requests_fastssl.install()
-            requests_fastssl.clear()
-        before = requests_fastssl.stats()
         seen = []
-        try:
+        with shim_if(mode == "shim") as counters:
             for data in versions:
                 bundle.write_bytes(data)
                 for url in (server.url, server.url, rogue_server.url):
@@ -307,10 +314,7 @@ def test_bundle_growing_to_thousands_of_certificates(
                         seen.append(("ok", url))
                     except requests.exceptions.SSLError:
                         seen.append(("SSLError", url))
-            if mode == "shim":
-                stats = requests_fastssl.stats().since(before)
-        finally:
-            requests_fastssl.uninstall()
+            stats = counters()  # the shim's, the last time round
         results[mode] = seen
     assert results["shim"] == results["stock"]
     assert [r[0] for r in results["stock"][:12]] == ["ok", "ok", "SSLError"] * 4
@@ -339,12 +343,8 @@ def test_context_creation_failing_then_recovering(
         patch.setattr(urllib3.connection, "create_urllib3_context", factory)
         for mode in ("stock", "shim"):
             broken["on"] = True
-            if mode == "shim":
-                requests_fastssl.install()
-                requests_fastssl.clear()
-            before = requests_fastssl.stats()
             seen = []
-            try:
+            with shim_if(mode == "shim") as counters:
                 for _ in range(3):
                     try:
                         seen.append(str(requests.get(server.url).status_code))
@@ -352,10 +352,7 @@ def test_context_creation_failing_then_recovering(
                         seen.append(f"SSLError {'FIPS mode' in str(exc)}")
                 broken["on"] = False
                 seen += [str(requests.get(server.url).status_code) for _ in range(2)]
-                if mode == "shim":
-                    stats = requests_fastssl.stats().since(before)
-            finally:
-                requests_fastssl.uninstall()
+                stats = counters()  # the shim's, the last time round
             results[mode] = seen
     assert results["shim"] == results["stock"] == ["SSLError True"] * 3 + ["200", "200"]
     assert (stats.build_failures, stats.contexts_built, stats.entries) == (3, 1, 1)

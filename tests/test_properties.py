@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import requests_fastssl
-from _requests_fastssl._server import HTTPSServer
+from _requests_fastssl._server import HTTPSServer, server_context
 from conftest import PKI, outcome, set_default_bundle
 
 # Roles of the files a path can name; each is created by the ``files`` fixture.
@@ -136,10 +136,7 @@ def files(tmp_path_factory: pytest.TempPathFactory, pki: PKI) -> dict[str, Path]
 @pytest.fixture(scope="module")
 def server(pki: PKI) -> Iterator[HTTPSServer]:
     """Trusted by ``bundle``; asks for a client certificate and reports the one it saw."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    pki.ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
-    ctx.verify_mode = ssl.CERT_OPTIONAL
-    pki.ca.configure_trust(ctx)
+    ctx = server_context(pki.ca, client_ca=pki.ca, client_mode=ssl.CERT_OPTIONAL)
     with HTTPSServer(ctx) as running:
         yield running
 

@@ -22,6 +22,7 @@ from urllib3.util.ssl_ import create_urllib3_context
 
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
+from _requests_fastssl._server import server_context
 from conftest import (
     PKI,
     PRELOADED,
@@ -191,8 +192,7 @@ def test_r5_noverify_adapter(
 
 
 def test_r5_http_via_https_proxy(mode: str, pki: PKI, default_bundle: str) -> None:
-    proxy_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    pki.ca.issue_cert("127.0.0.1").configure_cert(proxy_ctx)
+    proxy_ctx = server_context(pki.ca, ("127.0.0.1",))
     with LoopbackProxy(tls=proxy_ctx) as proxy:
         response = requests.get("http://127.0.0.1:9/thing", proxies={"http": proxy.url})
     assert response.json() == {"proxied": "http://127.0.0.1:9/thing"}
@@ -434,8 +434,7 @@ def test_r11_https_via_https_proxy_trust(
     path = pki.bundle if bundle == "trusted" else pki.rogue_bundle
     set_default_bundle(monkeypatch, path)
     server = make_server()
-    proxy_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    pki.ca.issue_cert("127.0.0.1").configure_cert(proxy_ctx)
+    proxy_ctx = server_context(pki.ca, ("127.0.0.1",))
     with LoopbackProxy(tls=proxy_ctx) as proxy:
         if bundle == "trusted":
             assert requests.get(server.url, proxies={"https": proxy.url}).status_code == 200
