@@ -2,6 +2,8 @@
 nothing: the pytest plugin and start-up activation import from here, and only
 ``import requests_fastssl`` installs the shim.
 
+PYTEST_DONT_REWRITE: see requests_fastssl's docstring.
+
 Modules, one job each:
   _install   install()/uninstall()/status(), the kill switch, the lazy import hook
   _wrappers  the two wrappers on requests' TLS hooks and the rules for stepping aside

@@ -1,34 +1,46 @@
-"""Building one shared context exactly as urllib3 would for a pool, and freezing it.
+"""Building one shared context as urllib3 would for a pool, and keeping every connection
+made with it equivalent to a stock one.
 
-urllib3, given a context, repeats on it for every new connection what it would otherwise do
-to a fresh one: write ``verify_mode``, maybe ``check_hostname``, load the CA source and the
-client certificate, set ALPN (``urllib3.util.ssl_.ssl_wrap_socket``). ``build`` does all of
-that once, in the same order, with the same factory and class urllib3 would use, then
-publishes the context by switching its class to a frozen subclass. From then on a write of
-the value a context already holds is a no-op that never reaches OpenSSL (urllib3 writes
-``verify_mode`` and ALPN on every connection), and every other change raises
-``FrozenContextError``: a shared context that changed would change trust or identity for
-every pool holding it (requests 2.32.x, regressions R1, R2, R5, R6).
+Stock urllib3 creates a context for every new connection of a pool without one, and then,
+connection after connection, applies the same steps to it: write ``verify_mode`` (and maybe
+``check_hostname``), load the CA source and the client certificate, set ALPN, wrap the
+socket. ``build`` does those steps once, with the factory and arguments urllib3 would use,
+then publishes the context by switching its class to a frozen subclass.
+
+A published context is handed to pools, and urllib3 repeats the steps on it for every new
+connection. The frozen class turns each step into a check instead of a change:
+- a write of the value the context already has is a no-op;
+- ``load_verify_locations`` / ``load_cert_chain`` / ``set_alpn_protocols`` with exactly the
+  arguments it was built with, while the files read then are unchanged (``FileCheck``), is a
+  no-op;
+- anything else in a connection set-up (other arguments, a changed file, a changed urllib3
+  setting seen at ``wrap_socket``) makes *that connection* use a private context built by
+  replaying the same steps on a fresh one, which is exactly what stock would have used;
+- any other change raises ``FrozenContextError``: a shared context that changed would
+  change trust or identity for every pool holding it.
+So equivalence does not rest on the key being right: the key only decides how often the
+fast path is taken.
 """
 
 from __future__ import annotations
 
-import os
+import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 from ._errors import FrozenContextError
-from ._keys import Spec, trust_identity
+from ._keys import FileCheck, Spec
+from ._state import STATE
 
 if TYPE_CHECKING:
+    from ._compat import Target
     from ._registry import Registry
 
 __all__ = ["build", "spec_of"]
 
-# SSLContext methods that change a context. A frozen context refuses all of them, but for
-# set_alpn_protocols with the list it already has.
+# SSLContext methods that change a context and that urllib3 never calls on a context it is
+# given: a frozen context refuses them.
 _MUTATORS = (
-    "load_verify_locations",
-    "load_cert_chain",
     "load_default_certs",
     "set_default_verify_paths",
     "set_ciphers",
@@ -39,9 +51,11 @@ _MUTATORS = (
     "set_psk_client_callback",
     "set_psk_server_callback",
 )
-_SPEC_ATTR = "_requests_fastssl_spec"
+_SHARED = "_requests_fastssl_shared"
+_STATE_ATTR = "_requests_fastssl_built"
 _SET_CLASS = object.__dict__["__class__"].__set__
 _frozen_classes: dict[type, type] = {}
+_local = threading.local()
 
 
 class _NeedsPassword(Exception):
@@ -51,6 +65,47 @@ class _NeedsPassword(Exception):
 def _no_password() -> str:
     # Passed to load_cert_chain so OpenSSL never prompts on a terminal while we build.
     raise _NeedsPassword
+
+
+class _Built:
+    """What a published context was built from: its key, the files read, the ALPN list."""
+
+    __slots__ = ("alpn", "ca_checks", "chain_checks", "expected", "registry", "spec")
+
+    def __init__(self, spec: Spec, registry: Registry) -> None:
+        self.spec = spec
+        self.registry = registry
+        self.ca_checks: tuple[FileCheck, ...] = ()
+        self.chain_checks: tuple[FileCheck, ...] = ()
+        self.alpn: list[str] = []
+        # The steps urllib3 takes on a given context for such a pool, in order.
+        self.expected = tuple(
+            name
+            for name, wanted in (
+                ("load_verify_locations", bool(spec.cafile or spec.capath)),
+                ("load_cert_chain", bool(spec.cert_file)),
+                ("set_alpn_protocols", True),
+            )
+            if wanted
+        )
+
+
+class _Setup:
+    """One connection set-up on one thread: the steps urllib3 took on a shared context."""
+
+    __slots__ = ("calls", "private")
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.private: Any = None  # the fresh context this connection uses instead
+
+
+def _setups() -> dict[int, _Setup]:
+    try:
+        setups: dict[int, _Setup] = _local.setups
+    except AttributeError:
+        setups = _local.setups = {}
+    return setups
 
 
 def _refusal(what: str) -> FrozenContextError:
@@ -68,38 +123,106 @@ def _frozen_setattr(self: Any, name: str, value: Any) -> None:
     except Exception:
         unchanged = False
     if unchanged is True:
+        if name == "verify_mode" and _called_from_urllib3():
+            # urllib3 starts every connection set-up on a given context with this write.
+            _setups()[id(self)] = _Setup()
         return  # same value: nothing to do, and OpenSSL is not touched
     raise _refusal(f"set {name}={value!r}")
+
+
+def _called_from_urllib3() -> bool:
+    # Two frames up: the code that wrote the attribute (ours is one frame up).
+    caller = sys._getframe(2).f_globals.get("__name__", "")
+    return isinstance(caller, str) and caller.startswith("urllib3.")
 
 
 def _frozen_delattr(self: Any, name: str) -> None:
     raise _refusal(f"delete {name}")
 
 
+def _built(ctx: Any) -> _Built:
+    built: _Built = ctx.__dict__[_STATE_ATTR]
+    return built
+
+
+def _step(self: Any, name: str, args: tuple[Any, ...], matches: bool) -> None:
+    """One load/set step of a connection set-up: a no-op if it matches what the context
+    holds, else the connection goes private from here on."""
+    setup = _setups().get(id(self))
+    if setup is None:
+        # Not within a urllib3 connection set-up on this thread: a change from elsewhere.
+        if matches:
+            return
+        raise _refusal(f"call {name}() with other arguments or files than it was built with")
+    if setup.private is None:
+        if matches:
+            setup.calls.append((name, args))
+            return
+        setup.private = _replay(self, setup, next_step=name)
+    getattr(setup.private, name)(*args)
+
+
+def _frozen_load_verify_locations(
+    self: Any, cafile: Any = None, capath: Any = None, cadata: Any = None
+) -> None:
+    built = _built(self)
+    spec = built.spec
+    matches = (cafile, capath, cadata) == (spec.cafile, spec.capath, None) and _unchanged(
+        self, built, built.ca_checks
+    )
+    _step(self, "load_verify_locations", (cafile, capath, cadata), matches)
+
+
+def _frozen_load_cert_chain(
+    self: Any, certfile: Any, keyfile: Any = None, password: Any = None
+) -> None:
+    built = _built(self)
+    spec = built.spec
+    matches = (
+        password is None
+        and (certfile, keyfile) == (spec.cert_file, spec.key_file)
+        and _unchanged(self, built, built.chain_checks)
+    )
+    args = (certfile, keyfile) if password is None else (certfile, keyfile, password)
+    _step(self, "load_cert_chain", args, matches)
+
+
 def _frozen_set_alpn_protocols(self: Any, alpn_protocols: Any) -> None:
-    if list(alpn_protocols) == list(getattr(self, _SPEC_ATTR).alpn):
-        return
-    raise _refusal(f"set ALPN protocols to {list(alpn_protocols)!r}")
+    matches = list(alpn_protocols) == _built(self).alpn
+    _step(self, "set_alpn_protocols", (alpn_protocols,), matches)
 
 
-def _make_refuser(name: str) -> Any:
-    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise _refusal(f"call {name}()")
+def _unchanged(ctx: Any, built: _Built, checks: tuple[FileCheck, ...]) -> bool:
+    if all(check.unchanged() for check in checks):
+        return True
+    # A file changed since the build: stock reads the new one on the next new connection,
+    # so this context must not be handed to new pools again.
+    built.registry.discard(built.spec, ctx)
+    return False
 
-    refuse.__name__ = name
-    return refuse
 
-
-def _counting(method: Any) -> Any:
-    """Count connections made with shared contexts (each one is a load stock would do)."""
-    from ._registry import REGISTRY
-
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        REGISTRY.count("connections")
-        return method(self, *args, **kwargs)
-
-    wrapper.__name__ = method.__name__
-    return wrapper
+def _finish(self: Any) -> Any:
+    """The context a new connection's handshake uses: this one, or a private one."""
+    setup = _setups().pop(id(self), None)
+    if setup is None:
+        return self  # not a urllib3 connection set-up: the context as it was built
+    if setup.private is None:
+        built = _built(self)
+        target = STATE.target
+        if (
+            # A step the pool's attributes should have caused was not taken (something
+            # cleared them after cert_verify): stock would have loaded other certificates.
+            tuple(name for name, _ in setup.calls) != built.expected
+            # A urllib3 setting changed since the build.
+            or target is None
+            or target.settings() != built.spec.settings
+        ):
+            setup.private = _replay(self, setup)
+    if setup.private is not None:
+        _built(self).registry.count("private_connections")
+        return setup.private
+    _built(self).registry.count("connections")
+    return self
 
 
 def _frozen_class(base: type) -> type:
@@ -111,27 +234,96 @@ def _frozen_class(base: type) -> type:
             "__module__": "requests_fastssl",
             "__setattr__": _frozen_setattr,
             "__delattr__": _frozen_delattr,
+            "load_verify_locations": _frozen_load_verify_locations,
+            "load_cert_chain": _frozen_load_cert_chain,
             "set_alpn_protocols": _frozen_set_alpn_protocols,
-            "_requests_fastssl_shared": True,
+            _SHARED: True,
         }
         for name in _MUTATORS:
             if hasattr(base, name):
                 namespace[name] = _make_refuser(name)
         for name in ("wrap_socket", "wrap_bio"):  # one call per new TLS connection
             if hasattr(base, name):
-                namespace[name] = _counting(getattr(base, name))
+                namespace[name] = _finishing(name)
         frozen = type(f"Shared{base.__name__}", (base,), namespace)
         # setdefault: two threads building their first context of a new base agree on one.
         frozen = _frozen_classes.setdefault(base, frozen)
     return frozen
 
 
+def _make_refuser(name: str) -> Any:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise _refusal(f"call {name}()")
+
+    refuse.__name__ = name
+    return refuse
+
+
+def _finishing(name: str) -> Any:
+    def wrap(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ctx = _finish(self)
+        if ctx is self:
+            return getattr(super(type(self), self), name)(*args, **kwargs)
+        return getattr(ctx, name)(*args, **kwargs)
+
+    wrap.__name__ = name
+    return wrap
+
+
 def spec_of(ctx: object) -> Spec | None:
     """The spec a shared context was built for; None for any other object."""
-    if getattr(type(ctx), "_requests_fastssl_shared", False):
-        spec: Spec = ctx.__dict__[_SPEC_ATTR]
-        return spec
+    if getattr(type(ctx), _SHARED, False):
+        return _built(ctx).spec
     return None
+
+
+def factory_kwargs(target: Target, spec: Spec) -> dict[str, Any]:
+    """The keyword arguments urllib3 passes its factory for such a pool (no TLS bounds)."""
+    connection = target.connection
+    values = {
+        "ssl_version": connection.resolve_ssl_version(None),
+        "ssl_minimum_version": None,
+        "ssl_maximum_version": None,
+        "cert_reqs": connection.resolve_cert_reqs(spec.cert_reqs),
+    }
+    return {name: values[name] for name in target.factory_kwargs}
+
+
+def check_hostname_off(target: Target) -> bool:
+    """Whether urllib3 2.x writes check_hostname=False on every connection of such a pool."""
+    ssl_ = target.ssl_
+    return target.urllib3_v2 and bool(ssl_.IS_PYOPENSSL or not ssl_.HAS_NEVER_CHECK_COMMON_NAME)
+
+
+def _fresh(target: Target, spec: Spec) -> Any:
+    """A new context with the steps urllib3 takes before any load, as for a stock pool."""
+    ctx = target.connection.create_urllib3_context(**factory_kwargs(target, spec))
+    ctx.verify_mode = target.connection.resolve_cert_reqs(spec.cert_reqs)
+    if check_hostname_off(target):
+        ctx.check_hostname = False
+    return ctx
+
+
+def _replay(ctx: Any, setup: _Setup, next_step: str = "") -> Any:
+    """The context stock urllib3 would have for this connection so far: a fresh one, the
+    steps taken, and the system store a stock pool without CA paths loads first.
+
+    Stock loads the system store exactly when the pool has no CA paths, and then urllib3
+    never calls load_verify_locations, the first of its loads: so it did if no CA step was
+    taken and none is being taken now (``next_step``)."""
+    target = STATE.target
+    assert target is not None  # a context is only ever built with a target
+    private = _fresh(target, _built(ctx).spec)
+    ca_step = "load_verify_locations"
+    if (
+        next_step != ca_step
+        and all(name != ca_step for name, _ in setup.calls)
+        and hasattr(private, "load_default_certs")
+    ):
+        private.load_default_certs()
+    for name, args in setup.calls:
+        getattr(private, name)(*args)
+    return private
 
 
 def build(spec: Spec, registry: Registry) -> Any | None:
@@ -140,57 +332,44 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     Every failure (missing or unreadable file, bad PEM, encrypted key, an SSLContext that
     cannot be created as on some FIPS hosts) raises or returns None here, and the caller
     then leaves the request to stock requests, which raises the stock error at the stock
-    place. A file that changed while it was read is not published either.
+    place. A file or setting that changed while it was read is not published either.
     """
-    from urllib3.util import ssl_ as u
-
-    ctx: Any = spec.factory(
-        ssl_version=u.resolve_ssl_version(None), cert_reqs=u.resolve_cert_reqs(spec.cert_reqs)
-    )
-    built_class = type(ctx)  # (a variable: mypy would narrow ctx to `object` otherwise)
-    if built_class is not spec.context_class:
-        return None  # the class changed under us (truststore injected): re-key next time
-    if getattr(ctx, "keylog_filename", None) != spec.keylog:
-        return None  # SSLKEYLOGFILE changed between keying and building
+    target = STATE.target
+    if target is None:
+        return None
     # An encrypted key always goes stock (which raises for it). Checked before the CA load,
     # or every such request would pay a bundle load to find that out.
-    if spec.key_file and u._is_key_file_encrypted(spec.key_file):
+    if spec.key_file and target.ssl_._is_key_file_encrypted(spec.key_file):
         return None
-    # What urllib3 does to a given context on every connection, done once:
-    ctx.verify_mode = u.resolve_cert_reqs(spec.cert_reqs)
-    if spec.check_hostname_off:
-        ctx.check_hostname = False
-    if spec.cafile is not None or spec.capath is not None:
+    built = _Built(spec, registry)
+    ctx = _fresh(target, spec)
+    built_class = type(ctx)  # (a variable: mypy would narrow ctx to `object` otherwise)
+    if built_class is not target.context_class():
+        return None  # a factory that returns another class: not ours to judge
+    if spec.cafile or spec.capath:
+        checks = [FileCheck(p, d) for p, d in ((spec.cafile, False), (spec.capath, True)) if p]
         registry.count("ca_loads")
         ctx.load_verify_locations(spec.cafile, spec.capath, None)
+        built.ca_checks = tuple(checks)
     if spec.cert_file:
+        paths = [spec.cert_file, spec.key_file] if spec.key_file else [spec.cert_file]
+        checks = [FileCheck(p, False) for p in paths]
         try:
             ctx.load_cert_chain(spec.cert_file, spec.key_file, password=_no_password)
         except _NeedsPassword:
             return None
-    ctx.set_alpn_protocols(list(spec.alpn))
-    # The files must be the ones the key names: if one changed while we read it, this
-    # context may hold either version, so it is not published.
-    if trust_identity(spec.cafile, spec.capath) != spec.trust_id:
+        built.chain_checks = tuple(checks)
+    built.alpn = list(target.ssl_.ALPN_PROTOCOLS)
+    ctx.set_alpn_protocols(built.alpn)
+    # The files and settings must be the ones the key names: if one changed while we
+    # read it, this context may hold either version, so it is not published.
+    for check in (*built.ca_checks, *built.chain_checks):
+        if not check.usable() or check._current() != check.identity:
+            return None
+    if target.settings() != spec.settings:
         return None
-    if spec.client_identity() != spec.client_id:
-        return None
-    setattr(ctx, _SPEC_ATTR, spec)
+    ctx.__dict__[_STATE_ATTR] = built
     # Publication: from here on, immutable. Through object's own descriptor, because
     # truststore's SSLContext hides __class__ behind a read-only property.
     _SET_CLASS(ctx, _frozen_class(type(ctx)))
     return ctx
-
-
-# os.environ.get raises and catches a KeyError when the variable is unset, which is the
-# common case and costs a microsecond per request; its backing dict answers directly.
-_ENVIRON_DATA = getattr(os.environ, "_data", None)
-_KEYLOG_KEY = os.environ.encodekey("SSLKEYLOGFILE") if _ENVIRON_DATA is not None else None
-
-
-def expected_keylog() -> str | None:
-    """The key log file urllib3's create_urllib3_context would set right now."""
-    if _ENVIRON_DATA is not None and _KEYLOG_KEY not in _ENVIRON_DATA:
-        return None
-    raw = os.environ.get("SSLKEYLOGFILE")
-    return os.path.expandvars(raw) if raw else None

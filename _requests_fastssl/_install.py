@@ -7,17 +7,18 @@ imports ``requests.adapters``: a ``sys.meta_path`` entry of our own notices that
 patches right after the module has run. (wrapt's post-import hooks would do the same, but
 importing wrapt alone costs more than the whole start-up budget.)
 
-One re-entrant lock serialises every state change, including the patching done from the
-import hook. The wrappers never take it: they read ``STATE.active`` and nothing else.
+One re-entrant lock (``_state.LOCK``) serialises every state change, including the patching
+done from the import hook. The wrapper never takes it: it reads ``STATE.active``.
 """
 
 from __future__ import annotations
 
-import _thread
 import os
 import sys
 
 from ._errors import UnsupportedVersionError
+from ._state import LOCK as _lock
+from ._state import STATE
 
 # Not typing.TYPE_CHECKING: importing typing alone costs more than our start-up budget.
 # Type checkers treat any constant of this name as true.
@@ -33,37 +34,6 @@ __all__ = ["STATE", "activate", "clear", "install", "stats", "status", "uninstal
 ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
 _FALSE_WORDS = ("", "0", "false", "no", "off")
 _TARGET_MODULE = "requests.adapters"
-
-
-class _State:
-    __slots__ = (
-        "active",
-        "cert_verify_handle",
-        "handles",
-        "hook",
-        "max_contexts",
-        "phase",
-        "reason",
-        "strict",
-        "wanted",
-        "warned",
-    )
-
-    def __init__(self) -> None:
-        self.wanted = False  # install() was called more recently than uninstall()
-        self.active = False  # read by the wrappers on every call
-        self.phase = "not-installed"  # a State value; see _status.State
-        self.reason = ""
-        self.strict = False
-        self.handles: list[tuple[Any, str, Any]] = []  # (owner, attribute, wrapt handle)
-        self.cert_verify_handle: Any = None
-        self.hook: _AdaptersImportHook | None = None
-        self.max_contexts: int | None = None
-        self.warned = False
-
-
-STATE = _State()
-_lock = _thread.RLock()
 
 
 def _logger() -> Any:
@@ -173,10 +143,13 @@ def uninstall() -> Status:
                     _debug("requests_fastssl: leaving an inactive wrapper on %s: %s", name, exc)
                     kept.append((owner, name, handle))
             STATE.handles = kept
-            STATE.cert_verify_handle = next((h for _, n, h in kept if n == "cert_verify"), None)
+            STATE.cert_verify_handle = kept[0][2] if kept else None
         STATE.phase, STATE.reason = "not-installed", ""
         if STATE.handles:
             STATE.reason = "inactive wrappers left under other layers"
+        wrappers = sys.modules.get("_requests_fastssl._wrappers")
+        if wrappers is not None:
+            wrappers.detach_all()
         registry = sys.modules.get("_requests_fastssl._registry")
         if registry is not None:
             registry.REGISTRY.clear()
@@ -207,10 +180,15 @@ def clear() -> None:
 
 def _activate(adapters: ModuleType) -> None:
     """Patch an imported requests.adapters (called with the lock held)."""
-    from . import _wrappers
+    from . import _compat, _wrappers
     from ._registry import REGISTRY
 
-    reason = _wrappers.unsupported_reason(adapters)
+    reason = _compat.unsupported_reason(adapters)
+    if reason is None:
+        try:
+            STATE.target = _compat.Target(adapters)
+        except _compat.Underivable as exc:
+            reason = str(exc)
     if reason is not None:
         STATE.phase, STATE.reason = "unsupported", reason
         if STATE.strict:
@@ -219,21 +197,17 @@ def _activate(adapters: ModuleType) -> None:
             STATE.warned = True
             _logger().warning("requests_fastssl: leaving requests stock: %s", reason)
         return
-    _wrappers.prepare(adapters)
     if STATE.max_contexts is not None:
         REGISTRY.resize(STATE.max_contexts)
-    kept = {name for _, name, _ in STATE.handles}  # left inactive by uninstall(): reuse
-    for owner, name, wrapper in (
-        (adapters, "_urllib3_request_context", _wrappers.request_context_wrapper),
-        (adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper),
-    ):
-        if name not in kept:
-            import wrapt
+    if not STATE.handles:  # else left inactive by uninstall() under another layer: reuse
+        import wrapt
 
-            # Positional: wrapt 2.0 renamed the first parameter.
-            handle = wrapt.wrap_function_wrapper(owner, name, wrapper)
-            STATE.handles.append((owner, name, handle))
-    STATE.cert_verify_handle = next(h for _, n, h in STATE.handles if n == "cert_verify")
+        # Positional: wrapt 2.0 renamed the first parameter.
+        handle = wrapt.wrap_function_wrapper(
+            adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper
+        )
+        STATE.handles.append((adapters.HTTPAdapter, "cert_verify", handle))
+    STATE.cert_verify_handle = STATE.handles[0][2]
     STATE.active = True
     STATE.phase, STATE.reason = "active", ""
     _debug("requests_fastssl: patched requests.adapters")

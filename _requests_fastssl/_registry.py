@@ -4,13 +4,19 @@ It knows nothing about requests: callers hand it a key and a build function. N t
 asking for the same missing key cause one build; the others wait for that build and share
 its result, including a failed one (they then all go to stock requests). Failures are never
 cached: the next request for the key tries again, so a fixed file heals on its own.
+
+After ``os.fork()`` the child gets a fresh lock and no builds in flight (the threads running
+them stayed in the parent), and keeps every context that was complete before the fork:
+that is what makes prefork servers cheap.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -37,8 +43,16 @@ class Registry:
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()
         self._flights: dict[Hashable, _Flight] = {}
         self._max = max_contexts
-        self._counts: dict[str, int] = dict.fromkeys(Stats._fields, 0)
+        self._counts: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
+        self._reasons: dict[str, int] = {}
         self._build_seconds = 0.0
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: _after_fork(ref))
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._flights = {}
 
     def get(self, key: Hashable, build: Callable[[Any], Any | None]) -> Any | None:
         """The context for ``key``, built by ``build(key)`` if missing; None if that failed."""
@@ -80,6 +94,18 @@ class Registry:
             flight.done.set()
         return result
 
+    def discard(self, key: Hashable, value: Any) -> None:
+        """Forget ``value`` as the context for ``key`` (if it still is): it is stale."""
+        with self._lock:
+            if self._entries.get(key) is value:
+                del self._entries[key]
+                self._counts["discards"] += 1
+
+    def step_aside(self, reason: str) -> None:
+        with self._lock:
+            self._counts["step_asides"] += 1
+            self._reasons[reason] = self._reasons.get(reason, 0) + 1
+
     def _evict(self) -> None:
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
@@ -101,10 +127,22 @@ class Registry:
 
     def stats(self) -> Stats:
         with self._lock:
-            counts = {k: v for k, v in self._counts.items() if k != "build_seconds"}
+            counts = dict(self._counts)
             counts["entries"] = len(self._entries)
             seconds = self._build_seconds
-        return Stats(**counts, build_seconds=seconds)
+            reasons = dict(sorted(self._reasons.items()))
+        return Stats(**counts, build_seconds=seconds, step_aside_reasons=reasons)
+
+
+_COUNTERS = tuple(
+    name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")
+)
+
+
+def _after_fork(ref: weakref.ref[Registry]) -> None:
+    registry = ref()
+    if registry is not None:
+        registry._after_fork_in_child()
 
 
 REGISTRY = Registry()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import NamedTuple
 
 __all__ = ["State", "Stats", "Status"]
@@ -35,11 +36,15 @@ class Stats(NamedTuple):
     existing context; ``ca_loads``: CA bundle/directory loads done while building (stock
     requests does one per new connection); ``build_seconds``: wall time spent building;
     ``entries``: contexts held now; ``evictions``: contexts dropped by the LRU bound;
-    ``step_asides``: HTTPS requests left entirely to stock requests; ``detaches``: pools
-    handed back to stock behaviour at ``cert_verify`` time; ``build_failures``: builds that
-    failed or raced a file change (those requests went stock, so they saw stock errors);
-    ``connections``: TLS connections opened with a shared context, each one a CA load
-    (or, for ``verify=False``, a system-store load) that stock requests would have done.
+    ``step_asides``: HTTPS requests left entirely to stock requests, and
+    ``step_aside_reasons`` the same counted by reason; ``detaches``: pools handed back to
+    stock behaviour; ``build_failures``: builds that failed or raced a file change (those
+    requests went stock, so they saw stock errors); ``connections``: TLS connections opened
+    with a shared context, each one a CA load (or, for ``verify=False``, a system-store load)
+    that stock requests would have done; ``private_connections``: connections of pools
+    holding a shared context that used a fresh, stock-built context instead (a file or a
+    urllib3 setting changed since the build); ``discards``: contexts dropped because a file
+    they read changed.
     """
 
     contexts_built: int = 0
@@ -52,6 +57,9 @@ class Stats(NamedTuple):
     detaches: int = 0
     build_failures: int = 0
     connections: int = 0
+    private_connections: int = 0
+    discards: int = 0
+    step_aside_reasons: Mapping[str, int] = {}
 
     @property
     def loads_avoided(self) -> int:
@@ -67,8 +75,16 @@ class Stats(NamedTuple):
 
     def since(self, earlier: Stats) -> Stats:
         """The counters accumulated after ``earlier`` (``entries`` stays as it is now)."""
-        delta = {
-            name: now if name == "entries" else now - then
-            for name, now, then in zip(self._fields, self, earlier, strict=True)
-        }
-        return Stats(**delta)  # type: ignore[arg-type]  # build_seconds is the one float
+        delta: dict[str, object] = {}
+        for name, now, then in zip(self._fields, self, earlier, strict=True):
+            if name == "entries":
+                delta[name] = now
+            elif isinstance(now, Mapping) and isinstance(then, Mapping):  # step_aside_reasons
+                delta[name] = {
+                    reason: count - then.get(reason, 0)
+                    for reason, count in now.items()
+                    if count - then.get(reason, 0)
+                }
+            else:
+                delta[name] = now - then  # type: ignore[operator]  # int or float
+        return Stats(**delta)  # type: ignore[arg-type]

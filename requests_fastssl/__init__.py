@@ -13,6 +13,11 @@ could change it, the shim steps aside and stock requests does the work.
 
 ``REQUESTS_FASTSSL_DISABLE=1`` in the environment makes ``install()`` a no-op.
 See README.md for the rules and what the shim never does.
+
+PYTEST_DONT_REWRITE: start-up activation imports this package before pytest starts, and
+pytest (which finds our plugin in the same distribution) would warn that it cannot rewrite
+asserts in it, a warning that aborts suites run with ``filterwarnings = error``. There are
+no asserts here to rewrite.
 """
 
 from __future__ import annotations

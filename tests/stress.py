@@ -59,7 +59,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.ssl_ import create_urllib3_context
 
 import requests_fastssl
-from _requests_fastssl import _contexts, _wrappers
+from _requests_fastssl import _contexts
 from _requests_fastssl._contexts import spec_of
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl._server import HTTPSServer, server_context
@@ -278,27 +278,21 @@ def untrusted_answer(case: Case, result: Outcome) -> bool:
 
 
 def sabotage(kind: str, world: World) -> Callable[[], None]:
-    """Make the shim's contexts wrong in a way its own proofs cannot see; returns the undo."""
-    original_build = _contexts.build
+    """Make the shim's contexts wrong in a way its own checks cannot see; returns the undo."""
+    original_fresh = _contexts._fresh
 
-    def evil_factory_for(factory: Any) -> Any:
-        def evil(*args: Any, **kwargs: Any) -> Any:
-            ctx = factory(*args, **kwargs)
-            if kind == "leak":  # every shared context presents client A (R1)
-                ctx.load_cert_chain(*world.certs["a"])
-            else:  # "bypass": every verifying shared context also trusts everything seen
-                for path in world.files.values():
-                    if path.endswith(".pem"):
-                        ctx.load_verify_locations(path)
-            return ctx
+    def evil(target: Any, spec: Any) -> Any:
+        ctx = original_fresh(target, spec)
+        if kind == "leak":  # every shared context presents client A (R1)
+            ctx.load_cert_chain(*world.certs["a"])
+        else:  # "bypass": every verifying shared context also trusts everything seen
+            for path in world.files.values():
+                if path.endswith(".pem"):
+                    ctx.load_verify_locations(path)
+        return ctx
 
-        return evil
-
-    def build(spec: Any, registry: Any) -> Any:
-        return original_build(spec._replace(factory=evil_factory_for(spec.factory)), registry)
-
-    setattr(_wrappers, "build", build)  # noqa: B010  (the name _wrappers calls at build time)
-    return lambda: setattr(_wrappers, "build", original_build)
+    setattr(_contexts, "_fresh", evil)  # noqa: B010  (the name build() calls)
+    return lambda: setattr(_contexts, "_fresh", original_fresh)
 
 
 # --- the run ---------------------------------------------------------------------------------

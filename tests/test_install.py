@@ -28,19 +28,16 @@ from requests_fastssl import State
 ADAPTERS = requests.adapters
 
 
-def originals() -> tuple[Any, Any]:
-    return (
-        ADAPTERS.__dict__["_urllib3_request_context"],
-        ADAPTERS.HTTPAdapter.__dict__["cert_verify"],
-    )
+def originals() -> tuple[Any]:
+    # cert_verify is the one hook the shim wraps (docs/design.md: why not two).
+    return (ADAPTERS.HTTPAdapter.__dict__["cert_verify"],)
 
 
 def our_layers(obj: Any) -> int:
     return sum(
         1
         for entry in wrapt.wrapper_chain(obj)
-        if getattr(entry, "_self_wrapper", None)
-        in (_wrappers().request_context_wrapper, _wrappers().cert_verify_wrapper)
+        if getattr(entry, "_self_wrapper", None) is _wrappers().cert_verify_wrapper
     )
 
 
@@ -74,19 +71,16 @@ def test_uninstall_keeps_a_foreign_wrapt_layer_on_top(
         calls.append(wrapped.__name__)
         return wrapped(*args, **kwargs)
 
-    top_a = wrapt.wrap_function_wrapper(ADAPTERS, "_urllib3_request_context", foreign)
-    top_b = wrapt.wrap_function_wrapper(ADAPTERS.HTTPAdapter, "cert_verify", foreign)
+    top = wrapt.wrap_function_wrapper(ADAPTERS.HTTPAdapter, "cert_verify", foreign)
     try:
         requests_fastssl.uninstall()
-        assert originals() == (top_a, top_b)  # theirs stays on top...
-        assert top_a.__wrapped__ is before[0]
-        assert top_b.__wrapped__ is before[1]
+        assert originals() == (top,)  # theirs stays on top...
+        assert top.__wrapped__ is before[0]
         server = make_server()
         assert requests.get(server.url).status_code == 200
-        assert calls == ["_urllib3_request_context", "cert_verify"]
+        assert calls == ["cert_verify"]
     finally:
-        wrapt.unwrap_object(ADAPTERS, "_urllib3_request_context", top_a)
-        wrapt.unwrap_object(ADAPTERS.HTTPAdapter, "cert_verify", top_b)
+        wrapt.unwrap_object(ADAPTERS.HTTPAdapter, "cert_verify", top)
     assert all(a is b for a, b in zip(originals(), before, strict=False))
 
 
@@ -95,13 +89,13 @@ def test_uninstall_under_a_non_wrapt_layer_leaves_ours_inactive(
 ) -> None:
     before = originals()
     requests_fastssl.install()
-    captured = ADAPTERS._urllib3_request_context  # OpenTelemetry-style getattr capture
+    captured = ADAPTERS.HTTPAdapter.__dict__["cert_verify"]  # OpenTelemetry-style capture
 
     @functools.wraps(captured)
     def closure(*args: Any, **kwargs: Any) -> Any:
         return captured(*args, **kwargs)
 
-    ADAPTERS._urllib3_request_context = closure
+    ADAPTERS.HTTPAdapter.cert_verify = closure  # type: ignore[method-assign]
     try:
         status = requests_fastssl.uninstall()
         assert status.state is State.NOT_INSTALLED
@@ -116,7 +110,7 @@ def test_uninstall_under_a_non_wrapt_layer_leaves_ours_inactive(
         assert requests.get(server.url).status_code == 200
         assert requests_fastssl.stats().contexts_built == built + 1
     finally:
-        ADAPTERS._urllib3_request_context = captured
+        ADAPTERS.HTTPAdapter.cert_verify = captured  # type: ignore[method-assign]
         requests_fastssl.uninstall()
     assert all(a is b for a, b in zip(originals(), before, strict=False))
 
@@ -213,7 +207,7 @@ def test_shared_contexts_refuse_changes(
         lambda: setattr(ctx, "verify_mode", ssl.CERT_NONE),
         lambda: setattr(ctx, "minimum_version", ssl.TLSVersion.TLSv1_3),
         lambda: setattr(ctx, "__class__", ssl.SSLContext),
-        lambda: delattr(ctx, "_requests_fastssl_spec"),
+        lambda: delattr(ctx, "_requests_fastssl_built"),
     ]
     for attempt in refused:
         with pytest.raises(requests_fastssl.FrozenContextError, match="requests_fastssl"):
@@ -283,11 +277,10 @@ def test_import_and_install_orders(
         {steps}
         import requests.adapters as a, wrapt
         from _requests_fastssl import _wrappers
-        mine = (_wrappers.request_context_wrapper, _wrappers.cert_verify_wrapper)
-        layers = [sum(getattr(e, "_self_wrapper", None) in mine for e in wrapt.wrapper_chain(f))
-                  for f in (a._urllib3_request_context, a.HTTPAdapter.cert_verify)]
-        assert layers[0] == layers[1], layers
-        print(sys.modules["requests_fastssl"].status().state.value, layers[0])
+        mine = _wrappers.cert_verify_wrapper
+        layers = sum(getattr(e, "_self_wrapper", None) is mine
+                     for e in wrapt.wrapper_chain(a.HTTPAdapter.cert_verify))
+        print(sys.modules["requests_fastssl"].status().state.value, layers)
         """
     )
     env = {k: v for k, v in os.environ.items() if k not in (*TRUST_ENV, "PYTHONPATH")}
@@ -306,19 +299,19 @@ def test_a_failing_hook_never_breaks_import_requests() -> None:
     out = run_python(
         """
         import logging, requests_fastssl
-        from _requests_fastssl import _wrappers
+        from _requests_fastssl import _compat
         def broken(adapters):
             raise RuntimeError("boom")
-        _wrappers.prepare = broken
+        _compat.Target = broken
         import requests
         s = requests_fastssl.status()
         print(s.state.value, "|", s.reason)
-        print(requests.adapters._urllib3_request_context.__module__)
+        print(requests.adapters.HTTPAdapter.cert_verify.__module__)
         """
     )
     state, module = out.strip().split("\n")
     assert state == "unsupported | patching failed: RuntimeError('boom')"
-    assert module == "requests.adapters"
+    assert module == "requests.adapters"  # stock, unwrapped
 
 
 def test_unsupported_signature_leaves_requests_stock() -> None:
@@ -327,14 +320,14 @@ def test_unsupported_signature_leaves_requests_stock() -> None:
         import logging, sys
         logging.basicConfig(stream=sys.stdout, format="%(levelname)s %(message)s")
         import requests.adapters as a
-        original = a._urllib3_request_context
-        def _urllib3_request_context(request, verify, client_cert, poolmanager, extra=None):
-            return original(request, verify, client_cert, poolmanager)
-        a._urllib3_request_context = _urllib3_request_context
+        original = a.HTTPAdapter.cert_verify
+        def cert_verify(self, conn, url, verify, cert, extra=None):
+            return original(self, conn, url, verify, cert)
+        a.HTTPAdapter.cert_verify = cert_verify
         import requests_fastssl
         requests_fastssl.install()
         print(requests_fastssl.status())
-        print(a._urllib3_request_context is _urllib3_request_context)
+        print(a.HTTPAdapter.cert_verify is cert_verify)
         try:
             requests_fastssl.install(strict=True)
         except requests_fastssl.UnsupportedVersionError as exc:
@@ -342,7 +335,7 @@ def test_unsupported_signature_leaves_requests_stock() -> None:
         """
     )
     lines = out.strip().split("\n")
-    reason = "_urllib3_request_context is missing or has a new signature"
+    reason = "HTTPAdapter.cert_verify is missing or has a new signature"
     assert (
         lines[0] == f"WARNING requests_fastssl: leaving requests stock: requests.adapters.{reason}"
     )

@@ -21,8 +21,10 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.ssl_ import create_urllib3_context
 
 import requests_fastssl
+from _requests_fastssl._contexts import _built, check_hostname_off, spec_of
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl._server import server_context
+from _requests_fastssl._state import STATE
 from conftest import (
     PKI,
     PRELOADED,
@@ -49,12 +51,15 @@ def shared_contexts() -> list[Any]:
 
 def assert_shared_contexts_untouched() -> None:
     """Whatever ran, every shared context still verifies and checks host names."""
+    target = STATE.target
+    assert target is not None
     for ctx in shared_contexts():
-        spec = ctx._requests_fastssl_spec
+        spec = spec_of(ctx)
+        assert spec is not None
         expected = ssl.CERT_NONE if spec.cert_reqs == "CERT_NONE" else ssl.CERT_REQUIRED
         fresh = create_urllib3_context(cert_reqs=expected)  # as this urllib3 line builds it
         assert ctx.verify_mode == expected
-        assert ctx.check_hostname is (fresh.check_hostname and not spec.check_hostname_off)
+        assert ctx.check_hostname is (fresh.check_hostname and not check_hostname_off(target))
 
 
 class KwargsAdapter(HTTPAdapter):
@@ -621,8 +626,8 @@ def test_r15_alpn_change_gets_a_new_context(
     monkeypatch.setattr(urllib3.util.ssl_, "ALPN_PROTOCOLS", ["h2", "http/1.1"])
     assert requests.get(server.url).status_code == 200
     assert requests_fastssl.stats().contexts_built == built + 1
-    assert before._requests_fastssl_spec.alpn == ("http/1.1",)
-    assert {c._requests_fastssl_spec.alpn for c in shared_contexts()} == {
+    assert _built(before).alpn == ["http/1.1"]
+    assert {tuple(_built(c).alpn) for c in shared_contexts()} == {
         ("http/1.1",),
         ("h2", "http/1.1"),
     }
@@ -721,17 +726,20 @@ def test_r10_truststore_before_0_10_4_is_never_shared(monkeypatch: pytest.Monkey
 
     from _requests_fastssl import _wrappers
 
-    class Old(truststore.SSLContext):  # stands for the class an older truststore injects
+    class Lookalike(truststore.SSLContext):  # named like truststore's, but not its class
         __module__ = "truststore._api"
 
-    class Current(truststore.SSLContext):
-        __module__ = "truststore._api"
+    def reason(cls: type) -> str:
+        _wrappers._class_reasons.clear()  # the verdict is cached per class
+        return _wrappers._class_reason(cls)
 
     monkeypatch.setattr(truststore, "__version__", "0.10.3")
-    assert not _wrappers._shareable(Old)
+    assert reason(truststore.SSLContext) == "context-class-version"
     monkeypatch.setattr(truststore, "__version__", "0.10.4")
-    assert _wrappers._shareable(Current)
-    assert _wrappers._shareable(ssl.SSLContext)
+    assert reason(truststore.SSLContext) == ""
+    assert reason(Lookalike) == "context-class"
+    assert reason(ssl.SSLContext) == ""
+    _wrappers._class_reasons.clear()
 
 
 # --- R14: requests and certifi inside a zip file ------------------------------------------------

@@ -1,0 +1,56 @@
+"""The install state every other module reads, and the lock that serialises changes to it.
+
+It imports nothing, so the wrappers, the registry and ``_install`` can all depend on it
+without depending on each other. The wrappers read ``STATE.active`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+
+# Not typing.TYPE_CHECKING: importing typing alone costs more than our start-up budget.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ._compat import Target
+
+__all__ = ["LOCK", "STATE"]
+
+
+class _State:
+    __slots__ = (
+        "active",
+        "cert_verify_handle",
+        "handles",
+        "hook",
+        "max_contexts",
+        "phase",
+        "reason",
+        "strict",
+        "target",
+        "wanted",
+        "warned",
+    )
+
+    def __init__(self) -> None:
+        self.wanted = False  # install() was called more recently than uninstall()
+        self.active = False  # read by the wrapper on every call
+        self.phase = "not-installed"  # a State value; see _status.State
+        self.reason = ""
+        self.strict = False
+        self.handles: list[tuple[Any, str, Any]] = []  # (owner, attribute, wrapt handle)
+        self.cert_verify_handle: Any = None
+        self.hook: Any = None  # the sys.meta_path entry while waiting for requests
+        self.max_contexts: int | None = None
+        self.target: Target | None = None  # facts about the patched requests and urllib3
+        self.warned = False
+
+
+STATE = _State()
+LOCK = _thread.RLock()
+# A thread of the parent may hold the lock when another thread forks: in the child that
+# thread does not exist and would never release it. (The method threading uses itself.)
+if hasattr(os, "register_at_fork") and hasattr(LOCK, "_at_fork_reinit"):
+    os.register_at_fork(after_in_child=LOCK._at_fork_reinit)

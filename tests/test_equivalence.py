@@ -1,0 +1,532 @@
+"""Stock equivalence by construction: every root of a divergence, and an example of each.
+
+Each test runs the same requests against stock requests and with the shim in one run, and
+compares what came back: status, exception type and message, and the client certificate
+the server saw (``conftest.outcome``). See docs/design.md, "Equivalence".
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import urllib3
+import urllib3.connection
+import urllib3.util.ssl_
+from requests.adapters import HTTPAdapter
+
+import requests_fastssl
+from _requests_fastssl import _keys
+from _requests_fastssl._contexts import _built
+from _requests_fastssl._registry import REGISTRY
+from _requests_fastssl._server import HTTPSServer, server_context
+from conftest import PKI, URLLIB3_1, ServerFactory, outcome, run_python, session_with
+
+CLOSE = {"Connection": "close"}
+
+
+def stock_and_shim(calls: Callable[[], list[Any]]) -> tuple[list[Any], list[Any]]:
+    """Run ``calls`` (a function making requests, returning their outcomes) stock, then
+    with the shim installed; the shim is uninstalled afterwards."""
+    requests_fastssl.uninstall()
+    stock = calls()
+    requests_fastssl.install()
+    try:
+        shim = calls()
+    finally:
+        requests_fastssl.uninstall()
+    return stock, shim
+
+
+# --- root 1: the key covers what the context depends on, derived from urllib3's code -------
+
+
+def test_the_settings_are_read_from_urllib3s_own_code() -> None:
+    target = requests_fastssl_target()
+    names = set(target.setting_names)
+    # A sample of what urllib3's connection set-up reads, none of it listed by hand.
+    assert "urllib3.util.ssl_.ALPN_PROTOCOLS" in names
+    assert "urllib3.util.ssl_.SSLContext" in names
+    assert "urllib3.connection.create_urllib3_context" in names
+    assert "urllib3.util.ssl_.IS_PYOPENSSL" in names
+    if URLLIB3_1:
+        assert "urllib3.util.ssl_.DEFAULT_CIPHERS" in names
+    assert "SSLKEYLOGFILE" in target.env_names
+
+
+def requests_fastssl_target() -> Any:
+    from _requests_fastssl._state import STATE
+
+    requests_fastssl.install()
+    assert STATE.target is not None
+    return STATE.target
+
+
+def test_tightening_urllib3_after_the_first_request(
+    make_server: ServerFactory, default_bundle: str, pki: PKI
+) -> None:
+    """A program that tightens urllib3's TLS settings after its first request: on urllib3
+    1.26 its default cipher list, on 2.x (which has none) a factory that caps the TLS
+    version. Stock refuses the next handshake; so must the shim, with the same error."""
+    if URLLIB3_1:
+        ctx = server_context(pki.ca, maximum_version=ssl.TLSVersion.TLSv1_2)
+        ctx.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256")
+        server = make_server_from(ctx)
+    else:
+        server = make_server(minimum_version=ssl.TLSVersion.TLSv1_3)
+
+    def tighten(patch: pytest.MonkeyPatch) -> None:
+        if URLLIB3_1:
+            patch.setattr(urllib3.util.ssl_, "DEFAULT_CIPHERS", "ECDHE-ECDSA-AES256-GCM-SHA384")
+            return
+        original = urllib3.util.ssl_.create_urllib3_context  # (urllib3.connection's)
+
+        def capped(*args: Any, **kwargs: Any) -> Any:
+            ctx = original(*args, **kwargs)
+            ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+            return ctx
+
+        patch.setattr(urllib3.connection, "create_urllib3_context", capped)
+
+    def calls() -> list[Any]:
+        session = requests.Session()
+        first = outcome(lambda: session.get(server.url, headers=CLOSE))
+        with pytest.MonkeyPatch.context() as patch:
+            tighten(patch)
+            second = outcome(lambda: session.get(server.url, headers=CLOSE))
+        return [first, second]
+
+    stock, shim = stock_and_shim(calls)
+    assert stock[0] == ("200", None)
+    assert stock[1][0] == "SSLError"
+    assert shim == stock
+
+
+def make_server_from(ctx: ssl.SSLContext) -> HTTPSServer:
+    server = HTTPSServer(ctx).start()
+    _servers.append(server)
+    return server
+
+
+_servers: list[HTTPSServer] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_servers() -> Iterator[None]:
+    yield
+    while _servers:
+        _servers.pop().stop()
+
+
+def test_a_partially_applied_factory_sees_the_nones_urllib3_passes(
+    make_server: ServerFactory, default_bundle: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """urllib3 passes ssl_maximum_version=None explicitly, which overrides a partial's
+    keyword: stock connects. The shim calls the factory with the same arguments."""
+    server = make_server(minimum_version=ssl.TLSVersion.TLSv1_3)
+    if URLLIB3_1:
+        factory = functools.partial(urllib3.util.ssl_.create_urllib3_context, ssl_version=None)
+    else:
+        factory = functools.partial(
+            urllib3.util.ssl_.create_urllib3_context,
+            ssl_maximum_version=ssl.TLSVersion.TLSv1_2,
+        )
+    monkeypatch.setattr(urllib3.connection, "create_urllib3_context", factory)
+    stock, shim = stock_and_shim(lambda: [outcome(lambda: requests.get(server.url))])
+    assert stock == [("200", None)]
+    assert shim == stock
+
+
+def test_a_key_log_file_replaced_under_the_same_name(
+    make_server: ServerFactory, default_bundle: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A fresh context opens SSLKEYLOGFILE when it is created: after the file is moved
+    away and a new one made under the name, stock writes to the new one."""
+    server = make_server()
+    keylog = tmp_path / "keys.log"
+    monkeypatch.setenv("SSLKEYLOGFILE", str(keylog))
+
+    def calls() -> list[Any]:
+        keylog.unlink(missing_ok=True)
+        first = outcome(lambda: requests.get(server.url, headers=CLOSE))
+        keylog.rename(tmp_path / "old.log")
+        keylog.write_text("")
+        second = outcome(lambda: requests.get(server.url, headers=CLOSE))
+        return [first, second, keylog.stat().st_size > 0]
+
+    stock, shim = stock_and_shim(calls)
+    assert stock == [("200", None), ("200", None), True]
+    assert shim == stock
+
+
+# --- root 2: no pool holds a shared context before it is proven ----------------------------
+
+
+class SelfSendingAdapter(HTTPAdapter):
+    """send() that gets its pool and calls urlopen() itself: cert_verify never runs."""
+
+    def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        pool = self.get_connection_with_tls_context(
+            request, kwargs.get("verify", True), cert=kwargs.get("cert")
+        )
+        raw = pool.urlopen(
+            method=request.method,
+            url=request.path_url,
+            headers=request.headers,
+            retries=0,
+            preload_content=False,
+            decode_content=False,
+        )
+        return self.build_response(request, raw)
+
+
+@pytest.mark.parametrize("kind", ["verify-true", "verify-path", "client-cert"])
+def test_a_pool_used_without_cert_verify(
+    kind: str, make_server: ServerFactory, default_bundle: str, pki: PKI
+) -> None:
+    """Stock: such a pool trusts the system store (the CA paths are only set by
+    cert_verify), so our private CA fails. The shim must not make it trust the bundle."""
+    server = make_server(client_certs="optional")
+    options: dict[str, Any] = {  # type: ignore[assignment]
+        "verify-true": {},
+        "verify-path": {"verify": pki.bundle},
+        "client-cert": {"verify": pki.bundle, "cert": pki.client_a.pair},
+    }[kind]
+
+    def calls() -> list[Any]:
+        session = session_with(SelfSendingAdapter())
+        return [outcome(lambda: session.get(server.url, **options)) for _ in range(2)]
+
+    stock, shim = stock_and_shim(calls)
+    assert stock[0][0] in ("MaxRetryError", "200")  # (urlopen called directly: urllib3 errors)
+    assert shim == stock
+
+
+def test_a_pool_first_proven_then_used_directly(
+    make_server: ServerFactory, default_bundle: str, pki: PKI
+) -> None:
+    server = make_server(client_certs="optional")
+
+    def calls() -> list[Any]:
+        session = requests.Session()
+        first = outcome(lambda: session.get(server.url, cert=pki.client_a.pair, headers=CLOSE))
+        adapter = session.get_adapter(server.url)
+        assert isinstance(adapter, HTTPAdapter)
+        request = requests.Request("GET", server.url).prepare()
+        pool = adapter.get_connection_with_tls_context(request, True, cert=pki.client_a.pair)
+        raw = pool.urlopen("GET", "/", headers=CLOSE, retries=0)
+        return [first, (raw.status, raw.json()["client_cn"])]
+
+    stock, shim = stock_and_shim(calls)
+    assert stock == [("200", "client-a"), (200, "client-a")]
+    assert shim == stock
+
+
+# --- root 3: fork safety -----------------------------------------------------------------
+
+
+def test_fork_while_another_thread_builds(make_server: ServerFactory, pki: PKI) -> None:
+    """A fork while a thread of the parent is inside a build: the child must not wait
+    for that build (it would for ever), and contexts complete before the fork are reused."""
+    server = make_server()
+    out = run_python(
+        f"""
+        import os, signal, threading, requests, requests_fastssl, urllib3.connection
+        url, bundle = {server.url!r}, {pki.bundle!r}
+        requests.get(url, verify=bundle)                  # complete before any fork
+        original = urllib3.connection.create_urllib3_context
+        inside, release = threading.Event(), threading.Event()
+        parent = os.getpid()
+        def slow_factory():
+            def slow(*args, **kwargs):
+                if os.getpid() == parent:  # the child's own build goes straight on
+                    inside.set()
+                    release.wait(30)
+                return original(*args, **kwargs)
+            return slow
+        results = []
+        for round in range(20):
+            inside.clear(); release.clear()
+            # a new factory is a new key: a new build, which the builder thread starts
+            urllib3.connection.create_urllib3_context = slow_factory()
+            builder = threading.Thread(target=lambda: requests.get(url, verify=bundle))
+            builder.start()
+            assert inside.wait(30)
+            pid = os.fork()
+            if pid == 0:
+                signal.alarm(15)  # a child left waiting for the parent's build dies of it
+                # the same key the parent's thread is building, and the completed one
+                try:
+                    code = requests.get(url, verify=bundle, timeout=20).status_code
+                    urllib3.connection.create_urllib3_context = original
+                    before = requests_fastssl.stats().contexts_built
+                    code2 = requests.get(url, verify=bundle, timeout=20).status_code
+                    reused = requests_fastssl.stats().contexts_built == before
+                    os._exit(0 if (code, code2, reused) == (200, 200, True) else 3)
+                except BaseException:
+                    os._exit(4)
+            release.set()
+            builder.join()
+            urllib3.connection.create_urllib3_context = original
+            _, status = os.waitpid(pid, 0)
+            results.append(os.waitstatus_to_exitcode(status))
+        print(results)
+        """
+    )
+    assert out.strip() == str([0] * 20)
+
+
+# --- root 4: install, uninstall, clear and max_contexts while requests run -------------------
+
+
+def test_lifecycle_flips_under_load(make_server: ServerFactory, pki: PKI) -> None:
+    trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
+    stop = threading.Event()
+    flips = [0]
+    errors: list[BaseException] = []
+
+    def flipper() -> None:
+        while not stop.is_set():
+            for action in (
+                requests_fastssl.install,
+                requests_fastssl.clear,
+                lambda: requests_fastssl.install(max_contexts=1),
+                requests_fastssl.uninstall,
+                lambda: requests_fastssl.install(max_contexts=64),
+                requests_fastssl.uninstall,
+            ):
+                action()
+                flips[0] += 1
+
+    seen: dict[tuple[str, str], set[tuple[str, str | None]]] = {}
+    lock = threading.Lock()
+
+    def worker() -> None:
+        try:
+            session = requests.Session()
+            for n in range(40):
+                for name, server in (("trusted", trusted), ("untrusted", untrusted)):
+                    verify = pki.bundle if n % 2 else pki.both_bundle
+                    url = server.url
+                    got = outcome(lambda: session.get(url, verify=verify, headers=CLOSE))  # noqa: B023
+                    with lock:
+                        seen.setdefault((name, verify), set()).add(got)
+        except BaseException as exc:
+            errors.append(exc)
+
+    flip = threading.Thread(target=flipper)
+    flip.start()
+    workers = [threading.Thread(target=worker) for _ in range(6)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    stop.set()
+    flip.join()
+    requests_fastssl.uninstall()
+    assert not errors
+    assert flips[0] > 12
+    # Stock gives one outcome per case; so must every request made during the flips.
+    assert seen[("trusted", pki.bundle)] == {("200", None)}
+    assert seen[("trusted", pki.both_bundle)] == {("200", None)}
+    (failure,) = seen[("untrusted", pki.bundle)]
+    assert failure[0] == "SSLError"
+    assert seen[("untrusted", pki.both_bundle)] == {("200", None)}
+
+
+def test_uninstall_hands_pools_back_to_stock(make_server: ServerFactory, pki: PKI) -> None:
+    server = make_server()
+    requests_fastssl.install()
+    session = requests.Session()
+    assert session.get(server.url, verify=pki.bundle).status_code == 200
+    (pool,) = session.get_adapter(server.url).poolmanager.pools._container.values()  # type: ignore[attr-defined]
+    assert pool.conn_kw.get("ssl_context") is not None
+    requests_fastssl.uninstall()
+    assert pool.conn_kw.get("ssl_context") is None
+    assert session.get(server.url, verify=pki.bundle, headers=CLOSE).status_code == 200
+
+
+# --- root 5: only classes we know are shared ---------------------------------------------
+
+
+def test_an_application_context_class_with_python_state(
+    make_server: ServerFactory, default_bundle: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = make_server()
+    handshakes: list[int] = []
+
+    class CountingContext(ssl.SSLContext):
+        lazily_configured = False
+
+        def wrap_socket(self, *args: Any, **kwargs: Any) -> Any:
+            if not self.lazily_configured:
+                self.lazily_configured = True  # plain Python state, set on first use
+            handshakes.append(1)
+            return super().wrap_socket(*args, **kwargs)
+
+    monkeypatch.setattr(urllib3.util.ssl_, "SSLContext", CountingContext)
+
+    def calls() -> list[Any]:
+        handshakes.clear()
+        got = [outcome(lambda: requests.get(server.url, headers=CLOSE)) for _ in range(3)]
+        return [*got, len(handshakes)]
+
+    before = requests_fastssl.stats()
+    stock, shim = stock_and_shim(calls)
+    assert stock == [("200", None)] * 3 + [3]
+    assert shim == stock
+    assert requests_fastssl.stats().since(before).step_aside_reasons == {"context-class": 3}
+
+
+# --- root 6: pools and keep-alive connections as stock, bundle rewrites included -------------
+
+
+@pytest.mark.parametrize("content", ["same", "new"])
+def test_bundle_rewrites_keep_pools_and_connections_as_stock(
+    content: str, make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    server = make_server()
+    bundle = tmp_path / "bundle.pem"
+
+    def calls() -> list[Any]:
+        bundle.write_bytes(Path(pki.bundle).read_bytes())
+        session = requests.Session()
+        got = [outcome(lambda: session.get(server.url, verify=str(bundle)))]
+        replacement = Path(pki.bundle if content == "same" else pki.rogue_bundle).read_bytes()
+        for _ in range(3):
+            bundle.write_bytes(replacement)  # rewritten in place, as a refreshing sidecar does
+            got.append(outcome(lambda: session.get(server.url, verify=str(bundle))))
+        # a new connection on the same pool after the rewrites
+        got.append(outcome(lambda: session.get(server.url, verify=str(bundle), headers=CLOSE)))
+        got.append(outcome(lambda: session.get(server.url, verify=str(bundle))))
+        pools = session.get_adapter(server.url).poolmanager.pools  # type: ignore[attr-defined]
+        return [*got, len(pools), [p.num_connections for p in pools._container.values()]]
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    assert stock[-2] == 1
+    if content == "new":
+        assert stock[-3][0] == "SSLError"  # the new connection trusts the new content
+
+
+# --- root 7: activation is invisible ----------------------------------------------------------
+
+
+def _regular_install(where: Path) -> Path:
+    """Our packages as a non-editable install lays them out (pytest only marks the packages
+    of a dist-info RECORD for assertion rewriting, which editable installs do not list)."""
+    from conftest import ROOT
+
+    site = where / "site"
+    info = site / "requests_fastssl-0.0.0.dist-info"
+    info.mkdir(parents=True)
+    files = []
+    for package in ("requests_fastssl", "_requests_fastssl"):
+        for path in (ROOT / package).rglob("*.py"):
+            target = site / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+            files.append(str(path.relative_to(ROOT)))
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: requests-fastssl\nVersion: 0.0.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[pytest11]\nrequests_fastssl = _requests_fastssl.pytest_plugin\n"
+    )
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in files))
+    return site
+
+
+@pytest.mark.parametrize("activation", ["none", "sitecustomize", "run", "plugin-only"])
+def test_activation_adds_no_warning_to_a_strict_pytest_session(
+    activation: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    site = _regular_install(tmp_path)
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    (suite / "test_app.py").write_text(
+        "import requests\n\ndef test_app():\n    assert requests.codes.ok == 200\n"
+    )
+    startup = tmp_path / "startup"
+    startup.mkdir()
+    (startup / "sitecustomize.py").write_text("import requests_fastssl\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    env["PYTHONPATH"] = str(site)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    if activation == "sitecustomize":
+        env["PYTHONPATH"] += os.pathsep + str(startup)
+    elif activation == "run":
+        argv = [sys.executable, "-m", "requests_fastssl", "run", "--", *argv]
+    elif activation == "plugin-only":
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        argv += ["-p", "_requests_fastssl.pytest_plugin", "--fastssl"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=suite, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
+    assert "arning" not in proc.stdout + proc.stderr
+
+
+# --- root 8: coarse timestamps --------------------------------------------------------------
+
+
+def same_size(a: bytes, b: bytes) -> tuple[bytes, bytes]:
+    """Two PEM files padded to one size (OpenSSL ignores text outside the PEM blocks)."""
+    size = max(len(a), len(b))
+    return a + b"\n" * (size - len(a)), b + b"\n" * (size - len(b))
+
+
+def test_an_identity_taken_within_the_timestamp_granularity_proves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pki: PKI
+) -> None:
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes(Path(pki.bundle).read_bytes())
+    assert not _keys.FileCheck(str(bundle), False).clean  # just written: within the window
+    # A same-size rewrite in place on a file system with a coarse clock leaves the same
+    # identity: make the recorded one equal to what the rewrite left, as such a clock would.
+    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+    bundle.write_bytes(trusted)
+    check = _keys.FileCheck(str(bundle), False)
+    bundle.write_bytes(rogue)
+    check.identity = _keys.file_identity(str(bundle))
+    assert not check.unchanged()  # the contents tell
+    # With the window closed (a file system whose clock is finer than any two writes), the
+    # identity alone would have been trusted: the rule is what catches it.
+    monkeypatch.setattr(_keys, "RACY_WINDOW_NS", -(10**18))
+    blind = _keys.FileCheck(str(bundle), False)
+    assert blind.clean
+    bundle.write_bytes(trusted)
+    blind.identity = _keys.file_identity(str(bundle))
+    assert blind.unchanged()
+
+
+def test_a_racy_bundle_rewrite_is_seen_end_to_end(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    server = make_server()
+    bundle = tmp_path / "bundle.pem"
+    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+
+    def calls() -> list[Any]:
+        bundle.write_bytes(trusted)
+        first = outcome(lambda: requests.get(server.url, verify=str(bundle)))
+        bundle.write_bytes(rogue)  # in place, same size
+        for ctx in list(REGISTRY._entries.values()):  # as a coarse clock would leave them
+            for check in _built(ctx).ca_checks:
+                check.identity = _keys.file_identity(check.path)
+        return [first, outcome(lambda: requests.get(server.url, verify=str(bundle)))]
+
+    stock, shim = stock_and_shim(calls)
+    assert stock[0] == ("200", None)
+    assert stock[1][0] == "SSLError"
+    assert shim == stock
