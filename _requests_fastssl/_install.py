@@ -1,11 +1,9 @@
-"""Install state: ``install()``, ``uninstall()``, ``status()``, the kill switch, the import hook.
+"""``install()``, ``uninstall()``, ``status()``, ``stats()``, ``clear()`` and the kill switch.
 
 Importing this module imports nothing the interpreter has not already loaded (``sys``,
 ``os``, ``_thread``), so activating the shim at start-up costs next to nothing in programs
 that never use requests. wrapt, requests and ssl are imported only when the application
-imports ``requests.adapters``: a ``sys.meta_path`` entry of our own notices that import and
-patches right after the module has run. (wrapt's post-import hooks would do the same, but
-importing wrapt alone costs more than the whole start-up budget.)
+imports ``requests.adapters`` (``_import_hook`` notices that import and calls back here).
 
 One re-entrant lock (``_state.LOCK``) serialises every state change, including the patching
 done from the import hook. The wrapper never takes it: it reads ``STATE.active``.
@@ -16,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
+from . import _import_hook
 from ._errors import UnsupportedVersionError
 from ._state import LOCK as _lock
 from ._state import STATE
@@ -33,7 +32,7 @@ __all__ = ["STATE", "activate", "clear", "install", "stats", "status", "uninstal
 
 ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
 _FALSE_WORDS = ("", "0", "false", "no", "off")
-_TARGET_MODULE = "requests.adapters"
+_TARGET_MODULE = _import_hook.TARGET
 
 
 def _logger() -> Any:
@@ -100,15 +99,13 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
         if not STATE.active:
             adapters = sys.modules.get(_TARGET_MODULE)
             if adapters is None:
-                _add_hook()
+                _import_hook.add(_on_adapters_imported)
                 STATE.phase, STATE.reason = "pending", "waiting for requests to be imported"
             elif getattr(getattr(adapters, "__spec__", None), "_initializing", False):
                 # Another thread is importing requests right now. If our hook saw that
                 # import it will patch when it ends; otherwise wait for it below.
                 STATE.phase, STATE.reason = "pending", "requests is being imported"
-                wait_for_import = not isinstance(
-                    getattr(adapters, "__loader__", None), _CallbackLoader
-                )
+                wait_for_import = not _import_hook.is_ours(getattr(adapters, "__loader__", None))
             else:
                 _activate(adapters)
     if wait_for_import:
@@ -131,7 +128,7 @@ def uninstall() -> Status:
     with _lock:
         STATE.wanted = False
         STATE.active = False
-        _remove_hook()
+        _import_hook.remove()
         if STATE.handles:
             import wrapt
 
@@ -218,7 +215,7 @@ def _on_adapters_imported(module: ModuleType) -> None:
     a failure here must not break the application's ``import requests``."""
     try:
         with _lock:
-            _remove_hook()
+            _import_hook.remove()
             if STATE.wanted and not STATE.active:
                 STATE.strict = False  # nobody to raise to inside someone else's import
                 _activate(module)
@@ -226,58 +223,3 @@ def _on_adapters_imported(module: ModuleType) -> None:
         with _lock:
             STATE.phase, STATE.reason = "unsupported", f"patching failed: {exc!r}"
         _logger().exception("requests_fastssl: patching requests failed; requests stays stock")
-
-
-class _AdaptersImportHook:
-    """``sys.meta_path`` entry that calls back once requests.adapters has executed."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != _TARGET_MODULE:
-            return None
-        for finder in sys.meta_path:
-            find_spec = getattr(finder, "find_spec", None)
-            if finder is self or find_spec is None:
-                continue
-            spec = find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _CallbackLoader(spec.loader)
-        return spec
-
-
-class _CallbackLoader:
-    """Runs the real loader, puts it back on the module, then calls the hook."""
-
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loader, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        module.__loader__ = self._loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        _on_adapters_imported(module)
-
-
-def _add_hook() -> None:
-    if STATE.hook is None:
-        STATE.hook = _AdaptersImportHook()
-        sys.meta_path.insert(0, STATE.hook)
-
-
-def _remove_hook() -> None:
-    if STATE.hook is not None:
-        try:  # noqa: SIM105 (contextlib is not loaded at start-up; this module must stay cheap)
-            sys.meta_path.remove(STATE.hook)
-        except ValueError:
-            pass  # someone rebuilt sys.meta_path; the hook is gone either way
-        STATE.hook = None

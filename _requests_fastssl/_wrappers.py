@@ -38,6 +38,8 @@ _log = logging.getLogger("requests_fastssl")
 # Pools holding a shared context, so that uninstall() can hand them back to stock.
 _attached: weakref.WeakSet[Any] = weakref.WeakSet()
 _attached_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # (a thread of the parent may hold it when another forks)
+    os.register_at_fork(after_in_child=_attached_lock._at_fork_reinit)  # type: ignore[attr-defined]
 
 
 def _bind(conn: Any, url: Any, verify: Any, cert: Any) -> Any:

@@ -83,6 +83,7 @@ def test_import_requests_fastssl_loads_only_its_own_small_modules() -> None:
         [
             "_requests_fastssl",
             "_requests_fastssl._errors",
+            "_requests_fastssl._import_hook",
             "_requests_fastssl._install",
             "_requests_fastssl._state",
             "requests_fastssl",

@@ -1,0 +1,87 @@
+"""The ``sys.meta_path`` entry that patches requests right after ``requests.adapters`` ran.
+
+wrapt's post-import hooks would do the same, but importing wrapt alone costs more than the
+whole start-up budget of a program that never uses requests. Like ``_install``, this module
+imports nothing the interpreter has not already loaded.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ._state import STATE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
+    from typing import Any
+
+__all__ = ["TARGET", "add", "is_ours", "remove"]
+
+TARGET = "requests.adapters"
+
+
+class _AdaptersImportHook:
+    """Finds ``requests.adapters`` with the other finders, and wraps the loader they give."""
+
+    def __init__(self, callback: Callable[[ModuleType], None]) -> None:
+        self._callback = callback
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != TARGET:
+            return None
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            if finder is self or find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _CallbackLoader(spec.loader, self._callback)
+        return spec
+
+
+class _CallbackLoader:
+    """Runs the real loader, puts it back on the module, then calls the callback."""
+
+    def __init__(self, loader: Any, callback: Callable[[ModuleType], None]) -> None:
+        self._loader = loader
+        self._callback = callback
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        self._callback(module)
+
+
+def is_ours(loader: object) -> bool:
+    """Whether ``loader`` is our wrapper (the import it runs will call back when done)."""
+    return isinstance(loader, _CallbackLoader)
+
+
+def add(callback: Callable[[ModuleType], None]) -> None:
+    """Call ``callback(module)`` once requests.adapters is imported (called with the lock)."""
+    if STATE.hook is None:
+        STATE.hook = _AdaptersImportHook(callback)
+        sys.meta_path.insert(0, STATE.hook)
+
+
+def remove() -> None:
+    if STATE.hook is not None:
+        try:  # noqa: SIM105 (contextlib is not loaded at start-up; this module must stay cheap)
+            sys.meta_path.remove(STATE.hook)
+        except ValueError:
+            pass  # someone rebuilt sys.meta_path; the hook is gone either way
+        STATE.hook = None
