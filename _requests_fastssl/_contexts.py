@@ -24,6 +24,7 @@ fast path is taken.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -70,11 +71,12 @@ def _no_password() -> str:
 class _Built:
     """What a published context was built from: its key, the files read, the ALPN list."""
 
-    __slots__ = ("alpn", "ca_checks", "chain_checks", "expected", "registry", "spec")
+    __slots__ = ("alpn", "ca_checks", "chain_checks", "expected", "forked", "registry", "spec")
 
     def __init__(self, spec: Spec, registry: Registry) -> None:
         self.spec = spec
         self.registry = registry
+        self.forked = False  # in a handshake in another thread when this process forked
         self.ca_checks: tuple[FileCheck, ...] = ()
         self.chain_checks: tuple[FileCheck, ...] = ()
         self.alpn: list[str] = []
@@ -210,14 +212,17 @@ def _finish(self: Any) -> Any:
         built = _built(self)
         target = STATE.target
         if (
+            built.forked
             # A step the pool's attributes should have caused was not taken (something
             # cleared them after cert_verify): stock would have loaded other certificates.
-            tuple(name for name, _ in setup.calls) != built.expected
+            or tuple(name for name, _ in setup.calls) != built.expected
             # A urllib3 setting changed since the build.
             or target is None
             or target.settings() != built.spec.settings
         ):
             setup.private = _replay(self, setup)
+            if built.forked:
+                built.registry.discard(built.spec, self)
     if setup.private is not None:
         _built(self).registry.count("private_connections")
         return setup.private
@@ -259,12 +264,34 @@ def _make_refuser(name: str) -> Any:
     return refuse
 
 
+# Shared contexts in a handshake right now, by thread. OpenSSL takes locks inside a context
+# during a handshake (certificate lookups in its store): a context another thread was using
+# when the process forked may carry a lock that nobody in the child will ever release.
+_handshaking: dict[int, Any] = {}
+
+
+def _after_fork_in_child() -> None:
+    # (Only a mark: the registry's lock may not be usable yet in this handler.)
+    for ctx in _handshaking.values():
+        _built(ctx).forked = True  # connections of pools holding it get private contexts
+    _handshaking.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _finishing(name: str) -> Any:
     def wrap(self: Any, *args: Any, **kwargs: Any) -> Any:
         ctx = _finish(self)
-        if ctx is self:
+        if ctx is not self:
+            return getattr(ctx, name)(*args, **kwargs)
+        thread = threading.get_ident()
+        _handshaking[thread] = self
+        try:
             return getattr(super(type(self), self), name)(*args, **kwargs)
-        return getattr(ctx, name)(*args, **kwargs)
+        finally:
+            _handshaking.pop(thread, None)
 
     wrap.__name__ = name
     return wrap

@@ -36,6 +36,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import ssl
 import subprocess
 import sys
@@ -329,6 +330,9 @@ def contexts_intact() -> bool:
     return True
 
 
+CHAOS = ("clear", "flip", "rewrite", "shrink", "fork", "grow")
+
+
 class Load:
     """The shim phase: threads drawing cases, a chaos thread, the tally."""
 
@@ -387,8 +391,10 @@ class Load:
                 self.progress.notify_all()
 
     def chaos(self) -> None:
-        """Every ``--chaos-every`` requests: empty the registry, or shrink or grow it, while
-        pools keep using the contexts they hold (both are supported at any time)."""
+        """Every ``--chaos-every`` requests, one of: empty the registry, shrink or grow it,
+        uninstall and reinstall the shim, replace every CA bundle file with one of the same
+        contents (new file identities, same trust), or fork a child that makes requests
+        of its own and checks them against the oracle, all while the workers run."""
         rng = random.Random(self.args.seed)
         mark = self.args.chaos_every
         while True:
@@ -398,12 +404,52 @@ class Load:
                 if self._finished():
                     return
                 mark = self.done + self.args.chaos_every
-            action = rng.choice(("clear", "shrink", "grow"))
+            action = CHAOS[sum(self.chaos_actions.values()) % len(CHAOS)]  # each in turn
             if action == "clear":
                 requests_fastssl.clear()
-            else:
+            elif action in ("shrink", "grow"):
                 requests_fastssl.install(max_contexts=2 if action == "shrink" else 64)
+            elif action == "flip":
+                requests_fastssl.uninstall()
+                requests_fastssl.install()
+            elif action == "rewrite":
+                # Replaced atomically (a torn read would fail stock too): a new identity,
+                # the same trust, as a sidecar refreshing a bundle leaves it.
+                for path in {*self.clients.world.files.values(), self.clients.world.bundle}:
+                    if path.endswith(".pem"):
+                        Path(path + ".new").write_bytes(Path(path).read_bytes())
+                        os.replace(path + ".new", path)
+            else:
+                self.fork_check(rng)
             self.chaos_actions[action] += 1
+
+    def fork_check(self, rng: random.Random) -> None:
+        """A child forked mid-load makes a few requests (new connections, sharing cases)
+        and exits 0 if each gives the oracle's outcome; a child that hangs is killed."""
+        # Only clients with sessions of their own: a Session the workers share may be mid-
+        # request in another thread at the fork, its pool manager's lock held for ever in
+        # the child (stock urllib3 is not fork-safe there either).
+        own = [c for c in self.sharing if c.client not in ("shared", "noverify", "password")]
+        cases = [rng.choice(own) for _ in range(4)]
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                # A hung child prints where it hangs, and dies. (Not dump_traceback_later:
+                # it would wait for the parent's watchdog thread, absent in the child.)
+                faulthandler.register(signal.SIGALRM, chain=True)
+                signal.alarm(30)
+                code = 0 if all(
+                    outcome(self.clients, case, True) == self.oracle[case] for case in cases
+                ) else 3
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        result = os.waitstatus_to_exitcode(status)
+        if result != 0:
+            with self.progress:
+                got = (f"fork child exit {result}", None)
+                self.mismatches.append((cases[0], True, self.oracle[cases[0]], got))
 
     def run(self) -> None:
         threads = [

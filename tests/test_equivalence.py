@@ -283,6 +283,47 @@ def test_fork_while_another_thread_builds(make_server: ServerFactory, pki: PKI) 
     assert out.strip() == str([0] * 20)
 
 
+def test_fork_during_a_handshake_on_a_shared_context(make_server: ServerFactory, pki: PKI) -> None:
+    """OpenSSL may hold a lock inside a context while a handshake runs; in a child forked
+    meanwhile nobody would release it. Such contexts are not used again in the child."""
+    server = make_server()
+    out = run_python(
+        f"""
+        import os, signal, socket, threading, requests, requests_fastssl
+        url, bundle = {server.url!r}, {pki.bundle!r}
+        silent = socket.create_server(("127.0.0.1", 0))
+        hello = threading.Event()
+        def hold():
+            conn, _ = silent.accept()
+            conn.recv(1)          # the ClientHello: the client is inside its handshake now
+            hello.set()
+            conn.recv(1)          # until the client gives up
+            conn.close()
+        threading.Thread(target=hold).start()
+        port = silent.getsockname()[1]
+        stuck = threading.Thread(
+            target=lambda: requests.get(f"https://127.0.0.1:{{port}}/", verify=bundle, timeout=5)
+        )
+        stuck.start()
+        assert hello.wait(30)
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)
+            before = requests_fastssl.stats()
+            code = requests.get(url, verify=bundle, headers={{"Connection": "close"}}).status_code
+            private = requests_fastssl.stats().since(before).private_connections
+            os._exit(0 if (code, private) == (200, 1) else 10 + private)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+        try:
+            stuck.join()
+        except Exception:
+            pass
+        """
+    )
+    assert out.strip() == "0"
+
+
 # --- root 4: install, uninstall, clear and max_contexts while requests run -------------------
 
 
