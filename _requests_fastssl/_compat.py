@@ -21,7 +21,14 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
-__all__ = ["MIN_REQUESTS", "Target", "Underivable", "unsupported_reason", "version_tuple"]
+__all__ = [
+    "MIN_REQUESTS",
+    "Settings",
+    "Target",
+    "Underivable",
+    "unsupported_reason",
+    "version_tuple",
+]
 
 MIN_REQUESTS = (2, 32, 3)
 _ARGNAMES_VERIFY = ("self", "conn", "url", "verify", "cert")
@@ -139,6 +146,26 @@ def _reads(roots: list[Any]) -> tuple[dict[str, tuple[Any, list[str]]], set[str]
     return reads, env
 
 
+class Settings:
+    """A snapshot of urllib3's settings, hashed once: it is part of every registry key, and
+    hashing some fifty values on every request would cost more than the rest of the key."""
+
+    __slots__ = ("_hash", "values")
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.values = values
+        self._hash = hash(values)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Settings) and self.values == other.values)
+
+    def __repr__(self) -> str:
+        return f"Settings(<{len(self.values)} values>)"
+
+
 def _snapshotter(
     reads: dict[str, tuple[dict[str, Any], list[str]]],
 ) -> tuple[tuple[str, ...], Callable[[], tuple[Any, ...]]]:
@@ -211,6 +238,7 @@ class Target:
         # (2.x sets up every TLS connection in one function; 1.26 does it in connect().)
         reads, env = _reads([setup] if setup is not None else roots)
         self.setting_names, self._snapshot = _snapshotter(reads)
+        self._last: Settings | None = None
         self.env_names = tuple(sorted(env))
         self._env_keys = tuple(
             os.environ.encodekey(n) if _ENVIRON_DATA is not None else n for n in self.env_names
@@ -223,11 +251,19 @@ class Target:
         self.pool_tls_attrs = operator.attrgetter(*present)
         self.no_pool_tls_attrs = (None,) * len(present)
 
-    def settings(self) -> tuple[Any, ...]:
+    def settings(self) -> Settings:
         """Every module-level input of urllib3's connection set-up, as it stands now.
 
-        Raises KeyError for a setting deleted, and hashing it raises TypeError for one
-        replaced by something unhashable: the caller then steps aside."""
+        Raises KeyError for a setting deleted, or TypeError for one replaced by something
+        unhashable: the caller then steps aside."""
+        values = self._values()
+        last = self._last
+        if last is not None and last.values == values:  # (identical items: a quick compare)
+            return last
+        self._last = Settings(values)
+        return self._last
+
+    def _values(self) -> tuple[Any, ...]:
         snapshot = self._snapshot()
         if self._env_keys:
             env: list[Any] = []

@@ -134,4 +134,4 @@ class Spec(NamedTuple):
     capath: str | None
     cert_file: str | None  # as urllib3 passes them to load_cert_chain
     key_file: str | None
-    settings: tuple[Any, ...]  # Target.settings() when the key was made
+    settings: Any  # _compat.Settings: Target.settings() when the key was made

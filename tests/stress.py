@@ -439,9 +439,11 @@ class Load:
                 # it would wait for the parent's watchdog thread, absent in the child.)
                 faulthandler.register(signal.SIGALRM, chain=True)
                 signal.alarm(30)
-                code = 0 if all(
-                    outcome(self.clients, case, True) == self.oracle[case] for case in cases
-                ) else 3
+                code = (
+                    0
+                    if all(outcome(self.clients, case, True) == self.oracle[case] for case in cases)
+                    else 3
+                )
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)

@@ -292,18 +292,22 @@ def test_fork_during_a_handshake_on_a_shared_context(make_server: ServerFactory,
         import os, signal, socket, threading, requests, requests_fastssl
         url, bundle = {server.url!r}, {pki.bundle!r}
         silent = socket.create_server(("127.0.0.1", 0))
-        hello = threading.Event()
+        hello, held = threading.Event(), []
         def hold():
             conn, _ = silent.accept()
+            held.append(conn)
             conn.recv(1)          # the ClientHello: the client is inside its handshake now
             hello.set()
-            conn.recv(1)          # until the client gives up
-            conn.close()
+            while conn.recv(4096):  # no answer, until we hang up below
+                pass
         threading.Thread(target=hold).start()
         port = silent.getsockname()[1]
-        stuck = threading.Thread(
-            target=lambda: requests.get(f"https://127.0.0.1:{{port}}/", verify=bundle, timeout=5)
-        )
+        def stuck_request():
+            try:
+                requests.get(f"https://127.0.0.1:{{port}}/", verify=bundle, timeout=30)
+            except requests.exceptions.SSLError:
+                pass  # the hang-up
+        stuck = threading.Thread(target=stuck_request)
         stuck.start()
         assert hello.wait(30)
         pid = os.fork()
@@ -315,10 +319,8 @@ def test_fork_during_a_handshake_on_a_shared_context(make_server: ServerFactory,
             os._exit(0 if (code, private) == (200, 1) else 10 + private)
         _, status = os.waitpid(pid, 0)
         print(os.waitstatus_to_exitcode(status))
-        try:
-            stuck.join()
-        except Exception:
-            pass
+        held[0].shutdown(socket.SHUT_RDWR)  # the stuck handshake fails now
+        stuck.join()
         """
     )
     assert out.strip() == "0"
