@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import PKI, ROOT, TRUST_ENV, ServerFactory
+from support import PKI, ROOT, TRUST_ENV, ServerFactory
 
 CLIENT = """
 import json, sys, requests
@@ -25,6 +24,8 @@ s = _install.stats()
 print("RESULT", json.dumps({"state": _install.status().state.value, "built": s.contexts_built,
                             "ca_loads": s.ca_loads, "reuses": s.reuses}))
 """
+
+pytestmark = pytest.mark.subprocess  # every test here starts a fresh interpreter
 
 
 def python(

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import PKI, PRELOADED, ROOT, run_python
+from support import PKI, PRELOADED, ROOT, run_python
 
 VARIANTS = [
     "stock-verify",
@@ -24,7 +23,7 @@ VARIANTS = [
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    from conftest import TRUST_ENV
+    from support import TRUST_ENV
 
     full_env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
     full_env.update(env or {})

@@ -5,9 +5,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
+from support import PKI, LoadCounter, ServerFactory
 
 import requests_fastssl
-from conftest import PKI, LoadCounter, ServerFactory
 
 
 def _get(url: str, **kwargs: object) -> int:

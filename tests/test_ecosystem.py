@@ -16,9 +16,9 @@ import requests
 from requests_toolbelt.adapters.host_header_ssl import HostHeaderSSLAdapter
 from requests_toolbelt.adapters.source import SourceAddressAdapter
 from requests_toolbelt.adapters.ssl import SSLAdapter
+from support import ServerFactory, session_with
 
 import requests_fastssl
-from conftest import ServerFactory, session_with
 
 CLOSE = {"Connection": "close"}
 

@@ -2,7 +2,7 @@
 
 Each test runs the same requests against stock requests and with the shim in one run, and
 compares what came back: status, exception type and message, and the client certificate
-the server saw (``conftest.outcome``). See docs/design.md, "Equivalence".
+the server saw (``support.outcome``). See docs/design.md, "Equivalence".
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import functools
 import os
 import ssl
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,28 +21,23 @@ import urllib3
 import urllib3.connection
 import urllib3.util.ssl_
 from requests.adapters import HTTPAdapter
+from support import (
+    PKI,
+    URLLIB3_1,
+    ServerFactory,
+    outcome,
+    run_python,
+    session_with,
+    stock_and_shim,
+)
 
 import requests_fastssl
 from _requests_fastssl import _keys
 from _requests_fastssl._contexts import _built
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl._server import HTTPSServer, server_context
-from conftest import PKI, URLLIB3_1, ServerFactory, outcome, run_python, session_with
 
 CLOSE = {"Connection": "close"}
-
-
-def stock_and_shim(calls: Callable[[], list[Any]]) -> tuple[list[Any], list[Any]]:
-    """Run ``calls`` (a function making requests, returning their outcomes) stock, then
-    with the shim installed; the shim is uninstalled afterwards."""
-    requests_fastssl.uninstall()
-    stock = calls()
-    requests_fastssl.install()
-    try:
-        shim = calls()
-    finally:
-        requests_fastssl.uninstall()
-    return stock, shim
 
 
 # --- root 1: the key covers what the context depends on, derived from urllib3's code -------
@@ -329,6 +324,7 @@ def test_fork_during_a_handshake_on_a_shared_context(make_server: ServerFactory,
 # --- root 4: install, uninstall, clear and max_contexts while requests run -------------------
 
 
+@pytest.mark.slow
 def test_lifecycle_flips_under_load(make_server: ServerFactory, pki: PKI) -> None:
     trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
     stop = threading.Event()
@@ -465,7 +461,7 @@ def test_bundle_rewrites_keep_pools_and_connections_as_stock(
 def _regular_install(where: Path) -> Path:
     """Our packages as a non-editable install lays them out (pytest only marks the packages
     of a dist-info RECORD for assertion rewriting, which editable installs do not list)."""
-    from conftest import ROOT
+    from support import ROOT
 
     site = where / "site"
     info = site / "requests_fastssl-0.0.0.dist-info"

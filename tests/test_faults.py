@@ -27,12 +27,12 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
+from support import PKI, ROOT, TRUST_ENV, ServerFactory, outcome
 
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl._server import HTTPSServer
 from _requests_fastssl._status import Stats
-from conftest import PKI, ROOT, TRUST_ENV, ServerFactory, outcome
 
 Outcome = tuple[str, "str | None"]
 
@@ -285,6 +285,7 @@ def _ca_certificates(n: int) -> list[bytes]:
     return pems
 
 
+@pytest.mark.slow
 def test_bundle_growing_to_thousands_of_certificates(
     make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:

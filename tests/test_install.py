@@ -20,9 +20,9 @@ import pytest
 import requests
 import requests.adapters
 import wrapt
+from support import PKI, PRELOADED, ROOT, TRUST_ENV, ServerFactory, run_python
 
 import requests_fastssl
-from conftest import PKI, PRELOADED, ROOT, TRUST_ENV, ServerFactory, run_python
 from requests_fastssl import State
 
 ADAPTERS = requests.adapters

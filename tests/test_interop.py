@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 import requests
+from support import PKI, ServerFactory, outcome
 
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl._server import HTTPSServer
-from conftest import PKI, ServerFactory, outcome
 
 CLOSE = {"Connection": "close"}
 
@@ -132,6 +132,8 @@ def test_pyopenssl_injected_and_extracted(
     assert after == {"ssl"}
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_stress_run_under_pyopenssl() -> None:
     """The differential stress run with urllib3's pyOpenSSL backend injected: shared
     PyOpenSSLContexts used by 16 threads at once give the stock outcome every time."""

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, TRUST_ENV
+import pytest
+from support import ROOT, TRUST_ENV
 
 SCRIPT = """
 import logging, sys
@@ -25,6 +26,9 @@ except requests_fastssl.UnsupportedVersionError as exc:
 """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.index
 def test_requests_2_31_is_left_stock(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

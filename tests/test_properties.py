@@ -19,10 +19,10 @@ import pytest
 import requests
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from support import PKI, outcome, set_default_bundle
 
 import requests_fastssl
 from _requests_fastssl._server import HTTPSServer, server_context
-from conftest import PKI, outcome, set_default_bundle
 
 # Roles of the files a path can name; each is created by the ``files`` fixture.
 ROLES = (
@@ -155,6 +155,7 @@ def request(url: str, verify: Any, cert: Any) -> tuple[str, str | None]:
     suppress_health_check=[HealthCheck.function_scoped_fixture],  # set once, never per example
 )
 @given(verify=verify_shapes, cert=cert_shapes, env=env_shapes)
+@pytest.mark.slow
 def test_any_verify_and_cert_shape_gives_the_stock_outcome(
     verify: Shape,
     cert: Shape,

@@ -26,6 +26,8 @@ def test_after_the_fixture():
     print(f"\\nAFTER={state()}")
 """
 
+pytestmark = pytest.mark.subprocess  # every test here starts a fresh interpreter
+
 
 def states(result: pytest.RunResult) -> dict[str, str]:
     out = {}

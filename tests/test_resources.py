@@ -10,8 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from conftest import PKI, ServerFactory, run_python
+from support import PKI, ServerFactory, run_python
 
 # Distinct CA paths; client certificates cost more to load, and a tenth as many show
 # the same bound.
@@ -57,6 +56,8 @@ print(json.dumps({"warm_kb": warm, "end_kb": end, "seen": sorted(seen),
 
 
 @pytest.mark.parametrize("kind", ["ca", "cert"])
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_ten_thousand_distinct_paths_keep_the_registry_bounded(
     kind: str, make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:

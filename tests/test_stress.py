@@ -11,8 +11,7 @@ import sys
 from typing import Any
 
 import pytest
-
-from conftest import ROOT, TRUST_ENV
+from support import ROOT, TRUST_ENV
 
 STRESS = ROOT / "tests" / "stress.py"
 
@@ -40,6 +39,8 @@ def stress(*args: str) -> tuple[int, list[dict[str, Any]], str]:
         pytest.param(("--requests", "600", "--seed", "2", "--env-bundle"), id="env-bundle"),
     ],
 )
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_differential_stress_matches_stock(args: tuple[str, ...]) -> None:
     rc, reports, stderr = stress("--threads", "16", "--chaos-every", "50", *args)
     assert rc == 0, stderr[-4000:]
@@ -59,6 +60,8 @@ def test_differential_stress_matches_stock(args: tuple[str, ...]) -> None:
     assert set(report["chaos"]) == {"clear", "flip", "rewrite", "shrink", "fork", "grow"}
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_stress_run_notices_a_broken_shim() -> None:
     """The same run with the shim sabotaged (client A on every shared context; other CAs
     trusted too), one load phase each on one oracle, must fail: proof that zero mismatches
@@ -74,6 +77,7 @@ def test_stress_run_notices_a_broken_shim() -> None:
     assert "MISMATCH" in stderr
 
 
+@pytest.mark.subprocess
 def test_stress_rejects_bad_sizes() -> None:
     rc, reports, stderr = stress("--threads", "0")
     assert reports == []

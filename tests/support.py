@@ -1,0 +1,157 @@
+"""Plain helpers the tests import (``from support import ...``): the PKI types, the
+environment variables that change trust, running code in a fresh interpreter, comparing what
+a request gave with and without the shim. Fixtures live in the root ``conftest.py``."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import trustme
+
+import requests_fastssl
+from _requests_fastssl._server import HTTPSServer
+
+ROOT = Path(__file__).resolve().parent.parent
+TRUST_ENV = (
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "SSLKEYLOGFILE",
+    "REQUESTS_FASTSSL_DISABLE",
+    *(f"{name}_proxy" for name in ("http", "https", "all", "no")),
+    *(f"{name}_PROXY" for name in ("HTTP", "HTTPS", "ALL", "NO")),
+)
+
+
+@dataclass(frozen=True)
+class Client:
+    """A client identity on disk: separate cert and key files, and the two in one file."""
+
+    name: str
+    cert: str
+    key: str
+    combined: str
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.cert, self.key)
+
+
+@dataclass(frozen=True)
+class PKI:
+    ca: trustme.CA  # trusted by the tests' bundle
+    rogue_ca: trustme.CA  # trusted by nobody
+    bundle: str  # PEM file with ca only
+    rogue_bundle: str  # PEM file with rogue_ca only
+    both_bundle: str  # PEM file with both
+    client_a: Client
+    client_b: Client
+    encrypted_key: str  # client-a's key, encrypted with b"secret"
+    directory: Path
+
+
+def _write_client(ca: trustme.CA, name: str, where: Path) -> Client:
+    leaf = ca.issue_cert(f"{name}@example.test", common_name=name)
+    cert, key, combined = where / f"{name}.crt", where / f"{name}.key", where / f"{name}.pem"
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
+    leaf.private_key_and_cert_chain_pem.write_to_path(str(combined))
+    return Client(name, str(cert), str(key), str(combined))
+
+
+ServerFactory = Callable[..., HTTPSServer]
+
+
+PRELOADED = getattr(requests.adapters, "_preloaded_ssl_context", None) is not None
+
+
+def set_default_bundle(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Make ``path`` the bundle verify=True uses, as if certifi's file were that file.
+
+    requests >= 2.32.5 reads requests.adapters.DEFAULT_CA_BUNDLE_PATH at request time.
+    2.32.3 and 2.32.4 use a context built at import instead, with the bugs that made
+    requests revert it; the shim leaves those requests stock. There the tests name the
+    bundle through REQUESTS_CA_BUNDLE, as our machines do, so that the behaviour under test
+    (stock's, and the shim's sharing) is the same on every version.
+    """
+    monkeypatch.setattr(requests.adapters, "DEFAULT_CA_BUNDLE_PATH", path)
+    if PRELOADED:
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", path)
+
+
+URLLIB3_1 = __import__("urllib3").__version__.startswith("1.")
+needs_urllib3_2 = pytest.mark.skipif(
+    URLLIB3_1, reason="ca_cert_data is not a pool keyword in urllib3 1.26 (regressions.md: n/a)"
+)
+
+
+@dataclass
+class LoadCounter:
+    verify_locations: int = 0
+    default_certs: int = 0
+    cert_chains: int = 0
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def outcome(call: Callable[[], requests.Response]) -> tuple[str, str | None]:
+    """What a request gave, comparable between stock and shim: the exception type and
+    message (object addresses blanked), or the status and the client certificate the
+    server saw (``_requests_fastssl._server`` answers with it)."""
+    try:
+        response = call()
+    except Exception as exc:
+        return type(exc).__qualname__, _ADDRESS.sub(" at 0x?", str(exc))
+    seen = response.json()["client_cn"] if response.status_code == 200 else None
+    return str(response.status_code), None if seen is None else str(seen)
+
+
+def session_with(adapter: requests.adapters.HTTPAdapter) -> requests.Session:
+    """A Session with ``adapter`` mounted for https://."""
+    session = requests.Session()
+    session.mount("https://", adapter)
+    return session
+
+
+def run_python(code: str, *, env: dict[str, str] | None = None, check: bool = True) -> str:
+    """Run ``code`` in a fresh interpreter (import order matters there); returns stdout."""
+    full_env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=str(ROOT),
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+    if not check and proc.returncode != 0:  # the caller compares failures: give it the last line
+        return proc.stdout + proc.stderr.strip().splitlines()[-1]
+    return proc.stdout
+
+
+def stock_and_shim(calls: Callable[[], Any]) -> tuple[Any, Any]:
+    """Run ``calls`` (requests, returning what they gave) against stock requests, then with
+    the shim installed; the shim is uninstalled afterwards."""
+    requests_fastssl.uninstall()
+    stock = calls()
+    requests_fastssl.install()
+    try:
+        shim = calls()
+    finally:
+        requests_fastssl.uninstall()
+    return stock, shim
