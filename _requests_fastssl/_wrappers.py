@@ -90,9 +90,6 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
     current = conn_kw.get("ssl_context")
     if current is not None and spec_of(current) is None:
         return None, "own-context"  # the adapter's, or requests 2.32.3/2.32.4's preloaded one
-    proxy = getattr(pool, "proxy", None)
-    if proxy is not None and getattr(proxy, "scheme", None) != "http":
-        return None, "https-proxy"
 
     # What urllib3 will pass to load_verify_locations (HTTPSConnection expands "~").
     ca_certs, ca_cert_dir = pool.ca_certs, pool.ca_cert_dir

@@ -224,6 +224,47 @@ def test_a_pool_first_proven_then_used_directly(
     assert shim == stock
 
 
+# --- reach: HTTPS proxies share the destination leg's context -----------------------------
+
+
+@pytest.mark.parametrize("bundle", ["trusted", "proxy-untrusted", "server-untrusted"])
+def test_https_proxy_both_legs_as_stock(
+    bundle: str, make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """Through an HTTPS proxy the pool's paths verify both the proxy (its own leg, which
+    never presents a client certificate) and the server (TLS in TLS, with the client
+    certificate): the shim shares the second leg's context only, and trust is stock's."""
+    from loopback_proxy import LoopbackProxy
+
+    server = make_server(
+        client_certs="optional", ca=pki.rogue_ca if bundle == "server-untrusted" else None
+    )
+    proxy_ca = pki.rogue_ca if bundle == "proxy-untrusted" else pki.ca
+    with LoopbackProxy(tls=server_context(proxy_ca, ("127.0.0.1",))) as proxy:
+
+        def calls() -> list[Any]:
+            session = requests.Session()
+            kwargs: dict[str, Any] = {
+                "verify": pki.bundle,
+                "cert": pki.client_a.pair,
+                "proxies": {"https": proxy.url},
+            }
+            return [
+                outcome(lambda: session.get(server.url, **kwargs, headers=CLOSE)) for _ in range(3)
+            ]
+
+        before = requests_fastssl.stats()
+        stock, shim = stock_and_shim(calls)
+        shared = requests_fastssl.stats().since(before)
+    assert shim == stock
+    if bundle == "trusted":
+        assert stock == [("200", "client-a")] * 3
+        assert shared.step_asides == 0
+        assert shared.connections == 3  # the destination legs, with the shared context
+    else:
+        assert stock[0][0] in ("SSLError", "ProxyError")
+
+
 # --- root 3: fork safety -----------------------------------------------------------------
 
 
