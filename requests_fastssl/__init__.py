@@ -62,4 +62,4 @@ def __getattr__(name: str) -> object:
 
 
 _activate()  # install() minus its return value, whose type is costly to import at start-up
-del _activate, TYPE_CHECKING, annotations  # not API (truststore's __init__ keeps its namespace this tidy)
+del _activate, TYPE_CHECKING, annotations  # not API (a namespace as tidy as truststore's)
