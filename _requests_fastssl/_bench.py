@@ -121,7 +121,8 @@ def _child(plan: Plan, variant: str, concurrency: int) -> Run:
 
 
 def micro(url: str, bundle: str | None, calls: int = 5000, rounds: int = 3) -> dict[str, float]:
-    """Per-request cost of the two wrapped hooks, warm cache, stock vs shim (no traffic).
+    """Per-request cost of what send() does before a connection (get_connection_with_tls_context
+    and the wrapped cert_verify), warm cache, stock vs shim (no traffic).
 
     Stock and shim alternate in fresh interpreters and each keeps its best time, so a
     noisy neighbour slows a round down without deciding the result.

@@ -154,7 +154,7 @@ def _bench(args: argparse.Namespace) -> int:
     summaries = [r.summary() for r in results]
     _print_table(summaries, machine, server_name, args)
     print(
-        f"wrapper overhead: {overhead['overhead']:.1f} us per request (the two wrapped hooks "
+        f"wrapper overhead: {overhead['overhead']:.1f} us per request (pool lookup and cert_verify "
         f"with a warm cache: shim {overhead['shim']:.1f} us, stock {overhead['stock']:.1f} us; "
         "best of 3 x 5 x 5000 calls per side, no traffic)"
     )
