@@ -19,10 +19,12 @@ import re
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 __all__ = [
     "MIN_REQUESTS",
+    "PoolTLS",
+    "Secret",
     "Settings",
     "Target",
     "Underivable",
@@ -146,6 +148,35 @@ def _reads(roots: list[Any]) -> tuple[dict[str, tuple[Any, list[str]]], set[str]
     return reads, env
 
 
+class Secret:
+    """A client key's password: compared and hashed as its value, never shown."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and self.value == other.value
+
+    def __repr__(self) -> str:
+        return "Secret(<hidden>)"
+
+
+class PoolTLS(NamedTuple):
+    """The TLS settings a pool passes to each new connection (None: not set)."""
+
+    key_password: Secret | None = None
+    ssl_version: Any = None
+    ssl_minimum_version: Any = None
+    ssl_maximum_version: Any = None
+    assert_hostname: Any = None
+    assert_fingerprint: Any = None
+
+
 class Settings:
     """A snapshot of urllib3's settings, hashed once: it is part of every registry key, and
     hashing some fifty values on every request would cost more than the rest of the key."""
@@ -244,12 +275,24 @@ class Target:
             os.environ.encodekey(n) if _ENVIRON_DATA is not None else n for n in self.env_names
         )
 
-        # The pool attributes a shared context does not embody yet: urllib3 reads them per
-        # connection; 1.26 pools have no ssl_minimum_version / ssl_maximum_version.
+        # The pool's own TLS settings, which urllib3 passes to every new connection (1.26
+        # pools have no ssl_minimum_version / ssl_maximum_version): part of the key.
         probe = urllib3.connectionpool.HTTPSConnectionPool("localhost")
-        present = [name for name in _POOL_TLS_ATTRS if hasattr(probe, name)]
-        self.pool_tls_attrs = operator.attrgetter(*present)
-        self.no_pool_tls_attrs = (None,) * len(present)
+        self.pool_tls_names = tuple(name for name in _POOL_TLS_ATTRS if hasattr(probe, name))
+        self._pool_tls = operator.attrgetter(*self.pool_tls_names)
+
+    def pool_tls(self, pool: Any) -> PoolTLS:
+        """The pool's TLS settings (its key password kept out of any repr)."""
+        values = dict(zip(self.pool_tls_names, self._pool_tls(pool), strict=True))
+        password = values.pop("key_password", None)
+        return PoolTLS(
+            key_password=None if password is None else Secret(password),
+            ssl_version=values.get("ssl_version"),
+            ssl_minimum_version=values.get("ssl_minimum_version"),
+            ssl_maximum_version=values.get("ssl_maximum_version"),
+            assert_hostname=values.get("assert_hostname"),
+            assert_fingerprint=values.get("assert_fingerprint"),
+        )
 
     def settings(self) -> Settings:
         """Every module-level input of urllib3's connection set-up, as it stands now.

@@ -180,8 +180,9 @@ def _frozen_load_cert_chain(
 ) -> None:
     built = _built(self)
     spec = built.spec
+    secret = spec.pool_tls.key_password
     matches = (
-        password is None
+        password == (None if secret is None else secret.value)
         and (certfile, keyfile) == (spec.cert_file, spec.key_file)
         and _unchanged(self, built, built.chain_checks)
     )
@@ -305,28 +306,40 @@ def spec_of(ctx: object) -> Spec | None:
 
 
 def factory_kwargs(target: Target, spec: Spec) -> dict[str, Any]:
-    """The keyword arguments urllib3 passes its factory for such a pool (no TLS bounds)."""
+    """The keyword arguments urllib3 passes its factory for such a pool."""
     connection = target.connection
+    tls = spec.pool_tls
     values = {
-        "ssl_version": connection.resolve_ssl_version(None),
-        "ssl_minimum_version": None,
-        "ssl_maximum_version": None,
+        "ssl_version": connection.resolve_ssl_version(tls.ssl_version),
+        "ssl_minimum_version": tls.ssl_minimum_version,
+        "ssl_maximum_version": tls.ssl_maximum_version,
         "cert_reqs": connection.resolve_cert_reqs(spec.cert_reqs),
     }
     return {name: values[name] for name in target.factory_kwargs}
 
 
-def check_hostname_off(target: Target) -> bool:
-    """Whether urllib3 2.x writes check_hostname=False on every connection of such a pool."""
+def check_hostname_off(target: Target, spec: Spec | None = None) -> bool:
+    """Whether urllib3 2.x writes check_hostname=False on every connection of such a pool
+    (it then matches host names or fingerprints itself, after the handshake)."""
+    if not target.urllib3_v2:
+        return False  # 1.26's factory turns it off, and matches host names itself
+    tls = spec.pool_tls if spec is not None else None
     ssl_ = target.ssl_
-    return target.urllib3_v2 and bool(ssl_.IS_PYOPENSSL or not ssl_.HAS_NEVER_CHECK_COMMON_NAME)
+    return bool(
+        (
+            tls is not None
+            and (tls.assert_fingerprint or tls.assert_hostname or tls.assert_hostname is False)
+        )
+        or ssl_.IS_PYOPENSSL
+        or not ssl_.HAS_NEVER_CHECK_COMMON_NAME
+    )
 
 
 def _fresh(target: Target, spec: Spec) -> Any:
     """A new context with the steps urllib3 takes before any load, as for a stock pool."""
     ctx = target.connection.create_urllib3_context(**factory_kwargs(target, spec))
     ctx.verify_mode = target.connection.resolve_cert_reqs(spec.cert_reqs)
-    if check_hostname_off(target):
+    if check_hostname_off(target, spec):
         ctx.check_hostname = False
     return ctx
 
@@ -364,9 +377,10 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     target = STATE.target
     if target is None:
         return None
-    # An encrypted key always goes stock (which raises for it). Checked before the CA load,
-    # or every such request would pay a bundle load to find that out.
-    if spec.key_file and target.ssl_._is_key_file_encrypted(spec.key_file):
+    # An encrypted key without a password goes stock (which raises for it). Checked before
+    # the CA load, or every such request would pay a bundle load to find that out.
+    secret = spec.pool_tls.key_password
+    if secret is None and spec.key_file and target.ssl_._is_key_file_encrypted(spec.key_file):
         return None
     built = _Built(spec, registry)
     ctx = _fresh(target, spec)
@@ -381,8 +395,9 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     if spec.cert_file:
         paths = [spec.cert_file, spec.key_file] if spec.key_file else [spec.cert_file]
         checks = [FileCheck(p, False) for p in paths]
+        password = _no_password if secret is None else secret.value
         try:
-            ctx.load_cert_chain(spec.cert_file, spec.key_file, password=_no_password)
+            ctx.load_cert_chain(spec.cert_file, spec.key_file, password=password)
         except _NeedsPassword:
             return None
         built.chain_checks = tuple(checks)

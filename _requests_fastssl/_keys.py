@@ -134,4 +134,5 @@ class Spec(NamedTuple):
     capath: str | None
     cert_file: str | None  # as urllib3 passes them to load_cert_chain
     key_file: str | None
+    pool_tls: Any  # _compat.PoolTLS: the pool's own TLS settings (versions, host checks, ...)
     settings: Any  # _compat.Settings: Target.settings() when the key was made

@@ -81,9 +81,6 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
         return None, "pool-class"
     if getattr(pool, "ConnectionCls", None) not in target.connection_classes:
         return None, "connection-class"
-    # Per-connection TLS inputs that change how urllib3 creates its context.
-    if target.pool_tls_attrs(pool) != target.no_pool_tls_attrs:
-        return None, "pool-tls-settings"
     conn_kw = pool.conn_kw
     if conn_kw.get("ca_cert_data") is not None:
         return None, "ca-cert-data"
@@ -107,7 +104,15 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
     if reason:
         return None, reason
     try:
-        key = (cert_reqs, cafile, capath, pool.cert_file, pool.key_file, target.settings())
+        key = (
+            cert_reqs,
+            cafile,
+            capath,
+            pool.cert_file,
+            pool.key_file,
+            target.pool_tls(pool),
+            target.settings(),
+        )
         ctx = REGISTRY.get(key, _build)  # (builds catch their own errors)
     except (TypeError, KeyError):
         return None, "unhashable-setting"

@@ -46,3 +46,15 @@ class HostHeaderAdapter(HTTPAdapter):
             pool_kw.pop("assert_hostname", None)
             pool_kw.pop("server_hostname", None)
         return super().send(request, **kwargs)
+
+
+class KwargsAdapter(HTTPAdapter):
+    """An adapter whose pool manager carries extra TLS kwargs (R3c, R3d)."""
+
+    def __init__(self, **tls: Any) -> None:
+        self._tls = tls
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.update(self._tls)
+        super().init_poolmanager(*args, **kwargs)

@@ -20,6 +20,7 @@ import requests
 import urllib3
 import urllib3.connection
 import urllib3.util.ssl_
+from adapters import KwargsAdapter
 from requests.adapters import HTTPAdapter
 from support import (
     PKI,
@@ -263,6 +264,57 @@ def test_https_proxy_both_legs_as_stock(
         assert shared.connections == 3  # the destination legs, with the shared context
     else:
         assert stock[0][0] in ("SSLError", "ProxyError")
+
+
+# --- reach: the pool's own TLS settings are part of the key ------------------------------
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["assert-hostname", "assert-hostname-wrong", "tls-1.2-max", "tls-1.3-min", "key-password"],
+)
+def test_pool_tls_settings_share_a_context_per_value(
+    setting: str, make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """TLS version bounds, assert_hostname (requests-toolbelt's HostHeaderSSLAdapter) and a
+    client key password given through the pool manager: each value gets a context of its
+    own, and each gives stock's outcome and client certificate."""
+    server = make_server(
+        client_certs="optional",
+        names=("example.test", "127.0.0.1"),
+        maximum_version=ssl.TLSVersion.TLSv1_2 if setting == "tls-1.3-min" else None,
+    )
+    tls: dict[str, Any] = {  # type: ignore[assignment]
+        "assert-hostname": {"assert_hostname": "example.test"},
+        "assert-hostname-wrong": {"assert_hostname": "other.test"},
+        "tls-1.2-max": {"ssl_maximum_version": ssl.TLSVersion.TLSv1_2},
+        "tls-1.3-min": {"ssl_minimum_version": ssl.TLSVersion.TLSv1_3},
+        "key-password": {"key_password": "secret", "assert_hostname": "example.test"},
+    }[setting]
+    if URLLIB3_1 and "ssl_minimum_version" in tls:
+        tls = {"ssl_version": ssl.PROTOCOL_TLS_CLIENT}  # 1.26 pools have no version bounds
+    if URLLIB3_1 and "ssl_maximum_version" in tls:
+        tls = {"ssl_version": ssl.PROTOCOL_TLS_CLIENT}
+    cert: Any = (pki.client_a.cert, pki.encrypted_key) if setting == "key-password" else None
+
+    def calls() -> list[Any]:
+        session = session_with(KwargsAdapter(**tls))
+        return [
+            outcome(lambda: session.get(server.url, verify=pki.bundle, cert=cert, headers=CLOSE))
+            for _ in range(3)
+        ]
+
+    before = requests_fastssl.stats()
+    stock, shim = stock_and_shim(calls)
+    shared = requests_fastssl.stats().since(before)
+    assert shim == stock
+    if setting in ("assert-hostname", "tls-1.2-max"):
+        assert stock == [("200", None)] * 3
+    if setting == "key-password":
+        assert stock == [("200", "client-a")] * 3
+    assert shared.step_asides == 0
+    assert shared.contexts_built == 1
+    assert "secret" not in repr(list(REGISTRY._entries)) + repr(requests_fastssl.stats())
 
 
 # --- root 3: fork safety -----------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 import urllib3
-from adapters import ContextAdapter, HostHeaderAdapter, NoVerifyAdapter
+from adapters import ContextAdapter, HostHeaderAdapter, KwargsAdapter, NoVerifyAdapter
 from loopback_proxy import LoopbackProxy
 from requests.adapters import HTTPAdapter
 from support import (
@@ -59,19 +59,7 @@ def assert_shared_contexts_untouched() -> None:
         expected = ssl.CERT_NONE if spec.cert_reqs == "CERT_NONE" else ssl.CERT_REQUIRED
         fresh = create_urllib3_context(cert_reqs=expected)  # as this urllib3 line builds it
         assert ctx.verify_mode == expected
-        assert ctx.check_hostname is (fresh.check_hostname and not check_hostname_off(target))
-
-
-class KwargsAdapter(HTTPAdapter):
-    """An adapter whose pool manager carries extra TLS kwargs (R3c, R3d)."""
-
-    def __init__(self, **tls: Any) -> None:
-        self._tls = tls
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.update(self._tls)
-        super().init_poolmanager(*args, **kwargs)
+        assert ctx.check_hostname is (fresh.check_hostname and not check_hostname_off(target, spec))
 
 
 def pools_of(session: requests.Session) -> Any:
