@@ -55,6 +55,9 @@ def server_context(
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: with Nagle's algorithm on, the second waits
+    # for the client's delayed ACK, about 40 ms on every response (TCP_NODELAY).
+    disable_nagle_algorithm = True
     server: _TLSServer
 
     def do_GET(self) -> None:
