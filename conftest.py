@@ -29,7 +29,7 @@ from support import (
 )
 
 import requests_fastssl
-from _requests_fastssl._server import HTTPSServer, server_context
+from _requests_fastssl.cli.server import HTTPSServer, server_context
 
 requests_fastssl.uninstall()  # importing it installed the shim; each test decides for itself
 

@@ -1,7 +1,7 @@
-"""``python -m requests_fastssl bench | doctor``: see ``_requests_fastssl._cli``."""
+"""``python -m requests_fastssl bench | doctor``: see ``_requests_fastssl.cli``."""
 
 from __future__ import annotations
 
-from _requests_fastssl._cli import main
+from _requests_fastssl.cli import main
 
 raise SystemExit(main())

@@ -63,7 +63,7 @@ import requests_fastssl
 from _requests_fastssl import _contexts
 from _requests_fastssl._contexts import spec_of
 from _requests_fastssl._registry import REGISTRY
-from _requests_fastssl._server import HTTPSServer, server_context
+from _requests_fastssl.cli.server import HTTPSServer, server_context
 
 SERVERS = ("ca1", "ca2", "rogue", "expired", "wrong-host", "require", "optional", "refuse")
 VERIFY = ("default", "off", "file-ca1", "file-ca2", "file-both", "dir-ca2")

@@ -19,7 +19,7 @@ import requests
 import trustme
 
 import requests_fastssl
-from _requests_fastssl._server import HTTPSServer
+from _requests_fastssl.cli.server import HTTPSServer
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUST_ENV = (
@@ -107,7 +107,7 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 def outcome(call: Callable[[], requests.Response]) -> tuple[str, str | None]:
     """What a request gave, comparable between stock and shim: the exception type and
     message (object addresses blanked), or the status and the client certificate the
-    server saw (``_requests_fastssl._server`` answers with it)."""
+    server saw (``_requests_fastssl.cli.server`` answers with it)."""
     try:
         response = call()
     except Exception as exc:

@@ -119,4 +119,4 @@ def test_console_script_is_declared() -> None:
         print(ep.value)
         """
     )
-    assert out.strip() == "_requests_fastssl._cli:main"
+    assert out.strip() == "_requests_fastssl.cli:main"

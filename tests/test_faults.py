@@ -31,8 +31,8 @@ from support import PKI, ROOT, TRUST_ENV, ServerFactory, outcome
 
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
-from _requests_fastssl._server import HTTPSServer
 from _requests_fastssl._status import Stats
+from _requests_fastssl.cli.server import HTTPSServer
 
 Outcome = tuple[str, "str | None"]
 

@@ -20,7 +20,7 @@ from support import PKI, ServerFactory, outcome
 
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
-from _requests_fastssl._server import HTTPSServer
+from _requests_fastssl.cli.server import HTTPSServer
 
 CLOSE = {"Connection": "close"}
 

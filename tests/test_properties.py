@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from support import PKI, outcome, set_default_bundle
 
 import requests_fastssl
-from _requests_fastssl._server import HTTPSServer, server_context
+from _requests_fastssl.cli.server import HTTPSServer, server_context
 
 # Roles of the files a path can name; each is created by the ``files`` fixture.
 ROLES = (

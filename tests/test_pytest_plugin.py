@@ -108,7 +108,7 @@ def test_loading_the_plugin_imports_nothing_heavy(
 SERVER_CONFTEST = """
 import ssl
 import pytest, trustme
-from _requests_fastssl._server import HTTPSServer
+from _requests_fastssl.cli.server import HTTPSServer
 
 @pytest.fixture
 def server(tmp_path):

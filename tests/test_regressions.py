@@ -32,8 +32,8 @@ from urllib3.util.ssl_ import create_urllib3_context
 import requests_fastssl
 from _requests_fastssl._contexts import _built, check_hostname_off, spec_of
 from _requests_fastssl._registry import REGISTRY
-from _requests_fastssl._server import server_context
 from _requests_fastssl._state import STATE
+from _requests_fastssl.cli.server import server_context
 
 CLOSE = {"Connection": "close"}  # every request opens a new connection
 RACE_N = 400

@@ -2,7 +2,7 @@
 
 The scenario is the seed's: N threads each call ``requests.get(url, verify=...)`` once, so
 every call makes a new Session, a new pool and a new TLS connection. Each variant runs in a
-fresh interpreter per repetition (``python -m _requests_fastssl._bench --child ...``), so
+fresh interpreter per repetition (``python -m _requests_fastssl.cli.bench --child ...``), so
 caches and import state never leak between variants, and the variants are interleaved
 (A B C D E, A B C D E, ...) after one untimed warm-up round. CA loads are counted inside
 the child by wrapping ``ssl.SSLContext.load_verify_locations`` / ``load_default_certs``
@@ -110,7 +110,7 @@ def run_plan(
 def _child(plan: Plan, variant: str, concurrency: int) -> Run:
     args = {"variant": variant, "url": plan.url, "bundle": plan.bundle, "n": concurrency}
     proc = subprocess.run(
-        [sys.executable, "-m", "_requests_fastssl._bench", "--child", json.dumps(args)],
+        [sys.executable, "-m", "_requests_fastssl.cli.bench", "--child", json.dumps(args)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -132,7 +132,7 @@ def micro(url: str, bundle: str | None, calls: int = 5000, rounds: int = 3) -> d
         for kind in best:
             args = {"kind": kind, "url": url, "bundle": bundle, "calls": calls}
             proc = subprocess.run(
-                [sys.executable, "-m", "_requests_fastssl._bench", "--micro", json.dumps(args)],
+                [sys.executable, "-m", "_requests_fastssl.cli.bench", "--micro", json.dumps(args)],
                 capture_output=True,
                 text=True,
                 timeout=600,
@@ -335,7 +335,7 @@ def embedded_server() -> Iterator[tuple[str, str]]:
             "the benchmark needs trustme for its throwaway CA: "
             "pip install 'requests-fastssl[bench]'"
         ) from None
-    from ._server import HTTPSServer, server_context
+    from .server import HTTPSServer, server_context
 
     ca = trustme.CA()
     server_ctx = server_context(ca, ("127.0.0.1",))

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from . import __version__
+from .. import __version__
 
 __all__ = ["main"]
 
@@ -120,7 +120,7 @@ def _versions() -> dict[str, str]:
 def _bench(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
-    from ._bench import Plan, embedded_server, micro, run_plan, startup_cost
+    from .bench import Plan, embedded_server, micro, run_plan, startup_cost
 
     tty = sys.stderr.isatty()
 
@@ -228,7 +228,8 @@ def _print_table(
 
 def bootstrap_dir() -> str:
     """The directory whose sitecustomize.py activates the shim at interpreter start-up."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # _requests_fastssl/
+    return os.path.join(package, "bootstrap")
 
 
 def _run(command: list[str]) -> int:
