@@ -177,6 +177,9 @@ class PoolTLS(NamedTuple):
     assert_fingerprint: Any = None
 
 
+NO_POOL_TLS = PoolTLS()
+
+
 class Settings:
     """A snapshot of urllib3's settings, hashed once: it is part of every registry key, and
     hashing some fifty values on every request would cost more than the rest of the key."""
@@ -280,10 +283,14 @@ class Target:
         probe = urllib3.connectionpool.HTTPSConnectionPool("localhost")
         self.pool_tls_names = tuple(name for name in _POOL_TLS_ATTRS if hasattr(probe, name))
         self._pool_tls = operator.attrgetter(*self.pool_tls_names)
+        self._no_pool_tls = (None,) * len(self.pool_tls_names)
 
     def pool_tls(self, pool: Any) -> PoolTLS:
         """The pool's TLS settings (its key password kept out of any repr)."""
-        values = dict(zip(self.pool_tls_names, self._pool_tls(pool), strict=True))
+        raw = self._pool_tls(pool)
+        if raw == self._no_pool_tls:
+            return NO_POOL_TLS  # the common case, without building anything
+        values = dict(zip(self.pool_tls_names, raw, strict=True))
         password = values.pop("key_password", None)
         return PoolTLS(
             key_password=None if password is None else Secret(password),

@@ -144,7 +144,7 @@ def _bench(args: argparse.Namespace) -> int:
         plan = Plan(url=url, bundle=bundle, concurrency=args.concurrency, repeat=args.repeat)
         started = time.time()
         results = run_plan(plan, server_cpu=time.process_time, progress=progress)
-        progress("micro-benchmark of the two wrapped hooks")
+        progress("micro-benchmark of the wrapped hook")
         overhead = micro(url, bundle)
         progress("start-up cost of the activation line")
         startup = startup_cost()
