@@ -1,0 +1,35 @@
+"""The docs as a reader follows them: every relative link in README.md and docs/ leads to a
+file that exists, and every #anchor to a heading in it (as a code host renders them)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from support import ROOT
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    found = set()
+    for line in page.read_text().splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page: Path) -> None:
+    for target in LINK.findall(page.read_text()):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        assert linked.exists(), f"{page.name}: {target} does not exist"
+        if anchor:
+            assert anchor in anchors(linked), f"{page.name}: no heading for #{anchor}"
