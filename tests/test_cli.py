@@ -37,6 +37,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = cli("bench", "--repeat", "1", "--concurrency", "2", "--json", str(out))
@@ -65,6 +66,7 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     assert set(data["wrapper_overhead_us"]) == {"stock", "shim", "overhead"}
 
 
+@pytest.mark.slow
 def test_bench_exits_non_zero_when_requests_fail(pki: PKI, make_server: object) -> None:
     # A server whose certificate nobody trusts: every verifying request fails.
     server = make_server(ca=pki.rogue_ca)  # type: ignore[operator]
