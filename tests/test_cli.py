@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from support import PKI, PRELOADED, ROOT, run_python
 
+pytestmark = pytest.mark.subprocess  # every test here runs the CLI in a fresh interpreter
+
 VARIANTS = [
     "stock-verify",
     "stock-noverify",
