@@ -82,10 +82,14 @@ def test_bench_exits_non_zero_when_requests_fail(pki: PKI, make_server: object) 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["bench", "--concurrency", "0"], "need positive integers"),
+        (["bench", "--concurrency", "0"], "need integers from 1 to 2000"),
+        (["bench", "--concurrency", "100000"], "need integers from 1 to 2000"),
         (["bench", "--concurrency", "3,x"], "not a comma-separated list"),
-        (["bench", "--repeat", "-1"], "need a positive integer"),
-        (["bench", "--url", "http://127.0.0.1:9/"], "--url must be an https:// URL"),
+        (["bench", "--concurrency", "1,,30"], "not a comma-separated list"),
+        (["bench", "--repeat", "-1"], "need an integer from 1 to 100"),
+        (["bench", "--url", "http://127.0.0.1:9/"], "--url: need an https:// URL"),
+        (["bench", "--url", "https://"], "--url: need an https:// URL with a host"),
+        (["bench", "--json", "/missing/dir/x.json"], "--json: cannot write to"),
         (["frobnicate"], "invalid choice"),
     ],
 )
@@ -106,6 +110,12 @@ def test_doctor_reports_versions_status_bundle_and_cost(pki: PKI) -> None:
     assert f"CA bundle for verify=True: {pki.bundle} (from REQUESTS_CA_BUNDLE)" in lines
     assert any(line.startswith("one CA load: ") and " ms " in line for line in lines)
     assert any(line.startswith("registry: Stats(") for line in lines)
+
+
+def test_doctor_fails_when_the_trust_source_cannot_be_loaded(tmp_path: Path) -> None:
+    proc = cli("doctor", env={"REQUESTS_CA_BUNDLE": str(tmp_path / "missing.pem")})
+    assert proc.returncode == 1  # every verify=True request would fail
+    assert "one CA load: failed" in proc.stdout
 
 
 def test_doctor_says_why_the_shim_is_off() -> None:

@@ -19,15 +19,20 @@ from .. import __version__
 __all__ = ["main"]
 
 
+# Beyond these, a run would take hours or exhaust the machine's threads and sockets.
+MAX_CONCURRENCY = 2000
+MAX_REPEAT = 100
+
+
 def _positive_ints(text: str) -> list[int]:
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"not a comma-separated list of integers: {text!r}"
         ) from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"need positive integers, got {text!r}")
+    if any(not 1 <= v <= MAX_CONCURRENCY for v in values):
+        raise argparse.ArgumentTypeError(f"need integers from 1 to {MAX_CONCURRENCY}, got {text!r}")
     return values
 
 
@@ -36,14 +41,20 @@ def _positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"need a positive integer, got {text!r}")
+    if not 1 <= value <= MAX_REPEAT:
+        raise argparse.ArgumentTypeError(f"need an integer from 1 to {MAX_REPEAT}, got {text!r}")
     return value
+
+
+def _program() -> str:
+    """How the user invoked us, for usage lines: the script, or python -m."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "python -m requests_fastssl" if name in ("", "__main__.py", "-c") else name
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m requests_fastssl",
+        prog=_program(),
         description="requests without a CA bundle load per connection: measure it, check it.",
     )
     parser.add_argument("--version", action="version", version=f"requests-fastssl {__version__}")
@@ -74,15 +85,27 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="run a command with the shim active in it and in the Python processes it starts",
-        usage="python -m requests_fastssl run -- CMD [ARGS...]",
+        usage=f"{_program()} run -- CMD [ARGS...]",
     )
     run.add_argument("argv", nargs=argparse.REMAINDER, help="the command, after --")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command == "bench":
+        # Checked before any work: a run can take minutes.
+        if args.json:
+            folder = os.path.dirname(os.path.abspath(args.json))
+            if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+                parser.error(f"--json: cannot write to {args.json!r} (no such writable folder)")
+        if args.url:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(args.url)
+            if parts.scheme != "https" or not parts.hostname:
+                parser.error(f"--url: need an https:// URL with a host, got {args.url!r}")
         return _bench(args)
     if args.command == "run":
         return _run(args.argv)
@@ -130,10 +153,7 @@ def _bench(args: argparse.Namespace) -> int:
         else:
             print(line, file=sys.stderr, flush=True)
 
-    if args.url:
-        if not args.url.startswith("https://"):
-            print("error: --url must be an https:// URL", file=sys.stderr)
-            return 2
+    if args.url:  # (checked in main())
         print(f"warning: sending real traffic to {args.url}", file=sys.stderr)
         target: Any = nullcontext((args.url, _bundle_in_use()[0]))
         server_name = f"external: {args.url}"
@@ -300,7 +320,10 @@ def _doctor() -> int:
                 ctx.load_verify_locations(bundle)
             timings.append(time.perf_counter() - started)
     except OSError as exc:
+        # Every verify=True request would fail the same way.
         print(f"one CA load: failed ({exc})")
+        print(f"registry: {requests_fastssl.stats()}")
+        return 1
     else:
         print(
             f"one CA load: {statistics.median(timings) * 1000:.1f} ms (median of 5); stock "
