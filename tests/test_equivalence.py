@@ -8,6 +8,7 @@ the server saw (``support.outcome``). See docs/design.md, "Equivalence".
 from __future__ import annotations
 
 import functools
+import json
 import os
 import ssl
 import threading
@@ -93,11 +94,13 @@ def test_tightening_urllib3_after_the_first_request(
         patch.setattr(urllib3.connection, "create_urllib3_context", capped)
 
     def calls() -> list[Any]:
-        session = requests.Session()
-        first = outcome(lambda: session.get(server.url, headers=CLOSE))
+        # (A path: requests 2.32.3/2.32.4 give verify=True pools a context made at import.)
+        # A new Session for the second request: urllib3 1.26 reuses a connection object's
+        # context when it reconnects (see README, known limits).
+        first = outcome(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE))
         with pytest.MonkeyPatch.context() as patch:
             tighten(patch)
-            second = outcome(lambda: session.get(server.url, headers=CLOSE))
+            second = outcome(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE))
         return [first, second]
 
     stock, shim = stock_and_shim(calls)
@@ -213,13 +216,17 @@ def test_a_pool_first_proven_then_used_directly(
 
     def calls() -> list[Any]:
         session = requests.Session()
-        first = outcome(lambda: session.get(server.url, cert=pki.client_a.pair, headers=CLOSE))
+        first = outcome(
+            lambda: session.get(
+                server.url, verify=pki.bundle, cert=pki.client_a.pair, headers=CLOSE
+            )
+        )
         adapter = session.get_adapter(server.url)
         assert isinstance(adapter, HTTPAdapter)
         request = requests.Request("GET", server.url).prepare()
-        pool = adapter.get_connection_with_tls_context(request, True, cert=pki.client_a.pair)
+        pool = adapter.get_connection_with_tls_context(request, pki.bundle, cert=pki.client_a.pair)
         raw = pool.urlopen("GET", "/", headers=CLOSE, retries=0)
-        return [first, (raw.status, raw.json()["client_cn"])]
+        return [first, (raw.status, json.loads(raw.data)["client_cn"])]
 
     stock, shim = stock_and_shim(calls)
     assert stock == [("200", "client-a"), (200, "client-a")]
@@ -543,10 +550,17 @@ def test_bundle_rewrites_keep_pools_and_connections_as_stock(
         return [*got, len(pools), [p.num_connections for p in pools._container.values()]]
 
     stock, shim = stock_and_shim(calls)
-    assert shim == stock
     assert stock[-2] == 1
-    if content == "new":
+    if content == "new" and not URLLIB3_1:
         assert stock[-3][0] == "SSLError"  # the new connection trusts the new content
+    if content == "new" and URLLIB3_1:
+        # A known difference (README, known limits): urllib3 1.26 keeps a connection
+        # object's context across reconnects and loads the bundle into it again, so stock
+        # then trusts the old and the new contents together; the shim, the new file only.
+        assert stock[-3] == ("200", None)
+        assert shim[-3][0] == "SSLError"
+        stock[-3] = shim[-3]
+    assert shim == stock
 
 
 # --- root 7: activation is invisible ----------------------------------------------------------
