@@ -44,12 +44,13 @@ run_host() {
 run_leg() {
     local leg=$1 python=${PYTHON[$1]} suite=${SUITE[$1]}; shift
     local root=$cache/$suite venv=/venv-$python
-    if [ ! -x "$root/usr/bin/python3" ]; then
+    if [ ! -e "$root/.platforms-root-complete" ]; then
         command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
         rm -rf "$root" && mkdir -p "$root"
         echo "platforms.sh: building the $suite root in $root (a few minutes, once)" >&2
-        debootstrap --variant=minbase --include="python3,ca-certificates,openssl" \
+        debootstrap --variant=minbase --include="ca-certificates,openssl" \
             "$suite" "$root" http://deb.debian.org/debian >/dev/null
+        touch "$root/.platforms-root-complete"
     fi
     # pip and apt inside the root reach the network with the host's trust and name resolution.
     cp /etc/resolv.conf "$root/etc/resolv.conf"
