@@ -25,12 +25,12 @@ PEER_DEPS = ["pytest-httpbin==2.1.0", "httpbin~=0.10.0", "pytest-mock", "PySocks
 @nox.parametrize("urllib3", URLLIB3)
 @nox.parametrize("requests", REQUESTS)
 def tests(session: nox.Session, requests: str, urllib3: str) -> None:
-    session.install("-e", ".[test]", f"requests=={requests}", f"urllib3=={urllib3}")
+    session.install("-e", ".", "--group", "test", f"requests=={requests}", f"urllib3=={urllib3}")
     session.run("python", "-m", "pytest", *session.posargs)
 
 
 @nox.session
 def peer(session: nox.Session) -> None:
     # pip fetches requests' sdist (uv-made environments have none of their own)
-    session.install("-e", ".[test]", "pip", *PEER_DEPS)
+    session.install("-e", ".", "--group", "test", "pip", *PEER_DEPS)
     session.run("python", "tools/peer_suite.py")

@@ -9,7 +9,7 @@ from typing import NamedTuple
 __all__ = ["State", "Stats", "Status"]
 
 
-class State(str, enum.Enum):
+class State(enum.StrEnum):
     """Where the shim stands in this process."""
 
     NOT_INSTALLED = "not-installed"  #: install() never called, or uninstall() called since

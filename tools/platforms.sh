@@ -37,7 +37,7 @@ cleanup() { for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; don
 trap cleanup EXIT
 
 run_host() {
-    [ -x .venv/bin/python ] || { python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]'; }
+    [ -x .venv/bin/python ] || { python3 -m venv .venv && .venv/bin/pip install -q -U pip && .venv/bin/pip install -q -e . --group test; }
     if [ $mode = run ]; then PATH="$PWD/.venv/bin:$PATH" "$@"; else .venv/bin/python -m pytest "$@"; fi
 }
 
@@ -67,7 +67,8 @@ run_leg() {
     rm -rf "$root/src" && mkdir -p "$root/src" && git archive HEAD | tar -x -C "$root/src"
     if [ ! -x "$root$venv/bin/python" ]; then chroot "$root" "$python" -m venv "$venv"; fi
     chroot "$root" env PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
-        "$venv/bin/pip" install -q -e '/src[test]' >"$root/pip.log" 2>&1 || { cat "$root/pip.log" >&2; return 1; }
+        sh -c "$venv/bin/pip install -q -U pip && $venv/bin/pip install -q -e /src --group /src/pyproject.toml:test" \
+        >"$root/pip.log" 2>&1 || { cat "$root/pip.log" >&2; return 1; }
     chroot "$root" "$venv/bin/python" -c 'import ssl, sys; print("platforms.sh: CPython", sys.version.split()[0], "/", ssl.OPENSSL_VERSION)' >&2
     local command=("$venv/bin/python" -m pytest "$@")
     if [ $mode = run ]; then command=(env "PATH=$venv/bin:/usr/bin:/bin" "$@"); fi

@@ -33,7 +33,7 @@ def server_context(
     and test extra, so not imported here) for ``names``, expired a day ago if asked. With
     ``client_ca`` it asks for client certificates issued by that CA (``client_mode``)."""
     if expired:
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         leaf = issuer.issue_cert(
             *names,
             not_before=now - datetime.timedelta(days=30),
