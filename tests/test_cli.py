@@ -42,41 +42,113 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 @pytest.mark.slow
 def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    proc = cli("bench", "--repeat", "1", "--concurrency", "2", "--json", str(out))
+    proc = cli(
+        "bench", "--repeat", "1", "--concurrency", "2", "--sequential", "3", "--json", str(out)
+    )
     assert proc.returncode == 0, proc.stderr
-    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.strip()}
-    assert set(VARIANTS) <= set(rows)
-    loads = {name: float(rows[name][8]) for name in VARIANTS}  # the "CA loads" column
-    at_import = 1 if PRELOADED else 0  # requests 2.32.3/2.32.4 load certifi at import (R7)
-    assert loads == {
-        "stock-verify": 2 + at_import,  # one per connection
-        "stock-noverify": 2 + at_import,
-        "shim-verify": 1 + at_import,  # one per trust source
-        "shim-noverify": at_import,  # none without one
-        "floor-verify": 1 + at_import,
-        "floor-noverify": at_import,
-    }
-    assert "wrapper overhead:" in proc.stdout
-    assert "[6/6] floor-noverify x2" in proc.stderr  # progress
+    lines = proc.stdout.splitlines()
+    # What everything else is made of comes first: the OpenSSL and its price of one load.
+    assert lines[0].startswith("Python ")
+    assert "OpenSSL" in lines[0]
+    assert lines[1].startswith("one CA load: ")
+    assert " ms (" in lines[1]
     data = json.loads(out.read_text())
-    assert [r["variant"] for r in data["results"]] == VARIANTS
-    by_variant = {r["variant"]: r for r in data["results"]}
-    assert by_variant["shim-verify"]["ca_loads"] == 1 + at_import
-    assert all(r["failed"] == 0 and r["concurrency"] == 2 for r in data["results"])
-    assert data["machine"]["cpus"] >= 1
-    assert "OpenSSL" in data["machine"]["openssl"]
+    assert data["machine"]["ca_load_ms"] > 0
+    at_import = 1 if PRELOADED else 0  # requests 2.32.3/2.32.4 load certifi at import (R7)
+    loads = {
+        (r["variant"], r["scenario"]): r["ca_loads"] + r["default_loads"] for r in data["results"]
+    }
+    per_connection = {"3 seq": 3, "2 thr": 2}
+    for scenario, connections in per_connection.items():
+        assert {v: loads[(v, scenario)] for v in VARIANTS} == {
+            "stock-verify": connections + at_import,  # one per connection
+            "stock-noverify": connections + at_import,
+            "shim-verify": 1 + at_import,  # one per trust source
+            "shim-noverify": at_import,  # none without one
+            "floor-verify": 1 + at_import,
+            "floor-noverify": at_import,
+        }, scenario
+    assert [(r["variant"], r["scenario"]) for r in data["results"]][:6] == [
+        (v, "3 seq") for v in VARIANTS
+    ]
+    assert all(r["failed"] == 0 for r in data["results"])
+    assert {r["requests"] for r in data["results"]} == {3, 2}
+    table = {tuple(line.split()[:3]) for line in lines}
+    assert ("shim-verify", "3", "seq") in table
+    assert ("shim-verify", "2", "thr") in table
+    assert "wrapper overhead:" in proc.stdout
+    assert "[12/12] floor-noverify 2 thr (repetition 1), about" in proc.stderr  # progress, ETA
+    assert data["interrupted"] is False
     assert set(data["wrapper_overhead_us"]) == {"stock", "shim", "overhead"}
 
 
 @pytest.mark.slow
-def test_bench_exits_non_zero_when_requests_fail(pki: PKI, make_server: object) -> None:
+def test_bench_shows_failures_without_ratios_and_exits_1(pki: PKI, make_server: object) -> None:
     # A server whose certificate nobody trusts: every verifying request fails.
     server = make_server(ca=pki.rogue_ca)  # type: ignore[operator]
-    proc = cli("bench", "--repeat", "1", "--concurrency", "1", "--url", server.url)
+    proc = cli(
+        "bench", "--repeat", "1", "--concurrency", "1", "--sequential", "0", "--url", server.url
+    )
     assert proc.returncode == 1
     assert f"warning: sending real traffic to {server.url}" in proc.stderr
-    assert "request(s) failed" in proc.stderr
+    assert "python -m requests_fastssl: error: 3 request(s) failed" in proc.stderr
     assert "SSLError" in proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.strip()}
+    # variant, N, "thr", median, min, max, ms/req, vs stock, vs floor, ..., failed
+    assert rows["shim-verify"][7:9] == ["-", "-"]  # failed: no ratio
+    assert rows["shim-verify"][-1] == "1"
+    assert rows["shim-noverify"][7].endswith("x")  # unverified requests succeeded
+    assert rows["shim-noverify"][-1] == "0"
+
+
+def test_bench_uses_the_ca_given_for_an_external_server(
+    pki: PKI, make_server: object, tmp_path: Path
+) -> None:
+    server = make_server()  # type: ignore[operator]
+    out = tmp_path / "bench.json"
+    proc = cli(
+        "bench", "--repeat", "1", "--concurrency", "1", "--sequential", "0",
+        "--url", server.url, "--ca", pki.bundle, "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert all(r["failed"] == 0 for r in data["results"])
+    assert f"certificates of {pki.bundle}" in proc.stdout
+
+
+def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from support import TRUST_ENV
+
+    out = tmp_path / "bench.json"
+    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "requests_fastssl", "bench", "--repeat", "3", "--json", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,  # a process group of its own, as a terminal's job is
+    )
+    assert proc.stderr is not None
+    progress = []
+    for line in proc.stderr:  # wait until the first timed run has finished
+        progress.append(line)
+        if line.startswith("[2/"):
+            break
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: to the whole group
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted: the table shows the runs that finished" in stderr
+    assert "Traceback" not in stderr
+    assert any(line.split()[:3] == ["stock-verify", "20", "seq"] for line in stdout.splitlines())
+    data = json.loads(out.read_text())
+    assert data["interrupted"] is True
+    assert [r["variant"] for r in data["results"]] == ["stock-verify"]
+    assert data["wrapper_overhead_us"] is None
 
 
 @pytest.mark.parametrize(
@@ -90,6 +162,10 @@ def test_bench_exits_non_zero_when_requests_fail(pki: PKI, make_server: object) 
         (["bench", "--url", "http://127.0.0.1:9/"], "--url: need an https:// URL"),
         (["bench", "--url", "https://"], "--url: need an https:// URL with a host"),
         (["bench", "--json", "/missing/dir/x.json"], "--json: cannot write to"),
+        (["bench", "--sequential", "-1"], "need an integer from 0 to 10000"),
+        (["bench", "--ca", "/etc/hostname"], "--ca: only with --url"),
+        (["bench", "--url", "https://127.0.0.1:9/", "--ca", "/missing.pem"], "no such file"),
+        (["bench", "--url", "https://127.0.0.1:9/", "--ca", "/etc/hostname"], "cannot load"),
         (["frobnicate"], "invalid choice"),
     ],
 )
@@ -97,9 +173,12 @@ def test_bad_input_is_refused_clearly(args: list[str], message: str) -> None:
     proc = cli(*args)
     assert proc.returncode == 2
     assert message in proc.stderr
+    assert proc.stderr.startswith("usage: ") or proc.stderr.startswith(
+        "python -m requests_fastssl: error: "
+    )
 
 
-def test_doctor_reports_versions_status_bundle_and_cost(pki: PKI) -> None:
+def test_doctor_reports_versions_status_bundle_cost_and_self_test(pki: PKI) -> None:
     proc = cli("doctor", env={"REQUESTS_CA_BUNDLE": pki.bundle})
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -109,7 +188,38 @@ def test_doctor_reports_versions_status_bundle_and_cost(pki: PKI) -> None:
     assert "shim in this process: active" in lines
     assert f"CA bundle for verify=True: {pki.bundle} (from REQUESTS_CA_BUNDLE)" in lines
     assert any(line.startswith("one CA load: ") and " ms " in line for line in lines)
-    assert any(line.startswith("registry: Stats(") for line in lines)
+    # The self-test's real requests moved the counters: one build, three connections.
+    assert any(line.endswith(": 200, 200, 200") for line in lines), lines
+    assert (
+        "self-test: 3 connection(s) used shared contexts; 1 context(s) built with 1 CA load(s); "
+        "stock requests would have made 3" in lines
+    )
+
+
+def test_doctor_names_the_activation_modes_in_effect(tmp_path: Path) -> None:
+    startup = tmp_path / "startup"
+    startup.mkdir()
+    (startup / "sitecustomize.py").write_text("import requests_fastssl\n")
+    plain = cli("doctor", "--no-self-test")
+    assert "  `python -m requests_fastssl run`: no (this process was not started by it)" in (
+        plain.stdout
+    )
+    assert "pytest plugin: registered" in plain.stdout
+    assert "self-test" not in plain.stdout
+    env = {"PYTHONPATH": str(startup), "REQUESTS_FASTSSL_DISABLE": "1"}
+    with_line = cli("doctor", "--no-self-test", env=env)
+    assert (
+        f"  start-up file importing requests_fastssl: yes ({startup / 'sitecustomize.py'})"
+        in with_line.stdout
+    )
+    assert "  REQUESTS_FASTSSL_DISABLE=1: the shim stays off" in with_line.stdout
+    assert with_line.returncode == 1  # off
+    doctor = [sys.executable, "-m", "requests_fastssl", "doctor", "--no-self-test"]
+    under_run = cli("run", "--", *doctor)
+    assert "  `python -m requests_fastssl run`: yes (its start-up hook is on PYTHONPATH)" in (
+        under_run.stdout
+    )
+    assert under_run.returncode == 0, under_run.stderr
 
 
 def test_doctor_fails_when_the_trust_source_cannot_be_loaded(tmp_path: Path) -> None:

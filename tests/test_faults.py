@@ -266,7 +266,7 @@ def test_unreadable_file_between_requests(
 def _ca_certificates(n: int) -> list[bytes]:
     """n distinct self-signed CA certificates (one key: signing is the cheap part)."""
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     pems = []
     for i in range(n):
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"filler CA {i}")])

@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from typing import Any
@@ -22,6 +21,7 @@ __all__ = ["main"]
 # Beyond these, a run would take hours or exhaust the machine's threads and sockets.
 MAX_CONCURRENCY = 2000
 MAX_REPEAT = 100
+MAX_SEQUENTIAL = 10_000
 
 
 def _positive_ints(text: str) -> list[int]:
@@ -36,14 +36,17 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= value <= MAX_REPEAT:
-        raise argparse.ArgumentTypeError(f"need an integer from 1 to {MAX_REPEAT}, got {text!r}")
-    return value
+def _int_between(low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"need an integer from {low} to {high}, got {text!r}")
+        return value
+
+    return parse
 
 
 def _program() -> str:
@@ -61,7 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     bench = commands.add_parser(
         "bench",
-        help="N threads x requests.get(), stock vs shim vs floor, on an embedded HTTPS server",
+        help="requests.get() from N threads and N times in a row, stock vs shim vs floor, "
+        "on an embedded HTTPS server",
+        description="Each variant runs in fresh interpreters, interleaved, after a warm-up. "
+        "Results go to stdout, progress to stderr; exit 1 if any request failed, 130 on Ctrl-C "
+        "(with the table of what finished).",
     )
     bench.add_argument(
         "--concurrency",
@@ -71,17 +78,43 @@ def _parser() -> argparse.ArgumentParser:
         help="threads per run, one or a list such as 1,30,100,300 (default 30)",
     )
     bench.add_argument(
+        "--sequential",
+        type=_int_between(0, MAX_SEQUENTIAL),
+        default=20,
+        metavar="N",
+        help="also one thread making N requests in a row, a fresh Session each, as a "
+        "script's loop does (default 20; 0: not run)",
+    )
+    bench.add_argument(
         "--repeat",
-        type=_positive_int,
+        type=_int_between(1, MAX_REPEAT),
         default=5,
         metavar="R",
         help="timed repetitions per variant, after one warm-up (default 5)",
     )
     bench.add_argument(
-        "--url", help="run against this HTTPS URL instead (sends real traffic to it)"
+        "--url",
+        help="run against this HTTPS URL instead (sends real traffic to it); the verify rows "
+        "trust --ca, else what requests would use for verify=True (REQUESTS_CA_BUNDLE, "
+        "CURL_CA_BUNDLE, else certifi)",
+    )
+    bench.add_argument(
+        "--ca",
+        metavar="FILE",
+        help="with --url: the CA bundle (PEM file) the verify rows trust, e.g. a private CA",
     )
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    commands.add_parser("doctor", help="versions, shim status, CA bundle in use and its cost")
+    doctor = commands.add_parser(
+        "doctor",
+        help="versions, activation modes, the CA bundle in use and its cost, and a self-test",
+        description="Exit 1 when the shim is not active, the CA bundle verify=True would use "
+        "cannot be loaded, or the self-test fails.",
+    )
+    doctor.add_argument(
+        "--no-self-test",
+        action="store_true",
+        help="skip the real requests against an embedded HTTPS server on 127.0.0.1",
+    )
     run = commands.add_parser(
         "run",
         help="run a command with the shim active in it and in the Python processes it starts",
@@ -106,10 +139,15 @@ def main(argv: list[str] | None = None) -> int:
             parts = urlsplit(args.url)
             if parts.scheme != "https" or not parts.hostname:
                 parser.error(f"--url: need an https:// URL with a host, got {args.url!r}")
+        if args.ca is not None:
+            if not args.url:
+                parser.error("--ca: only with --url (the embedded server brings its own CA)")
+            if not os.path.isfile(args.ca):
+                parser.error(f"--ca: no such file: {args.ca!r}")
         return _bench(args)
     if args.command == "run":
         return _run(args.argv)
-    return _doctor()
+    return _doctor(self_test=not args.no_self_test)
 
 
 # --- bench ---------------------------------------------------------------------------------------
@@ -141,9 +179,10 @@ def _versions() -> dict[str, str]:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    import ssl
     from contextlib import nullcontext
 
-    from .bench import Plan, embedded_server, micro, run_plan, startup_cost
+    from .bench import Interrupted, Plan, Scenario, embedded_server, micro, run_plan, startup_cost
 
     tty = sys.stderr.isatty()
 
@@ -154,41 +193,78 @@ def _bench(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr, flush=True)
 
     if args.url:  # (checked in main())
+        bundle = args.ca or _bundle_in_use()[0]
+        try:
+            from .bench import ca_load_ms
+
+            ca_load_ms(bundle, rounds=1)
+        except (OSError, ssl.SSLError) as exc:
+            _error(f"cannot load the CA bundle {bundle!r}: {exc}")
+            return 2
         print(f"warning: sending real traffic to {args.url}", file=sys.stderr)
-        target: Any = nullcontext((args.url, _bundle_in_use()[0]))
+        target: Any = nullcontext((args.url, bundle))
         server_name = f"external: {args.url}"
     else:
         target = embedded_server()
         server_name = "embedded Python ThreadingHTTPServer on 127.0.0.1, in this process"
+    scenarios = [Scenario(n, 1) for n in args.concurrency]
+    if args.sequential:
+        scenarios.insert(0, Scenario(1, args.sequential))
+    machine = _machine()
+    started = time.time()
+    overhead: dict[str, float] | None = None
+    startup: dict[str, float] | None = None
+    interrupted = False
     with target as (url, bundle):
-        plan = Plan(url=url, bundle=bundle, concurrency=args.concurrency, repeat=args.repeat)
-        started = time.time()
-        results = run_plan(plan, server_cpu=time.process_time, progress=progress)
-        progress("micro-benchmark of the wrapped hook")
-        overhead = micro(url, bundle)
-        progress("start-up cost of the activation line")
-        startup = startup_cost()
+        # First what everything below is made of: this OpenSSL's price of one CA load.
+        from .bench import ca_load_ms
+
+        machine["ca_load_ms"] = ca_load_ms(bundle)
+        print(
+            f"Python {machine['python']}, {machine['openssl']}, {machine['cpus']} CPUs; "
+            f"requests {machine['versions']['requests']}, urllib3 {machine['versions']['urllib3']}"
+        )
+        print(
+            f"one CA load: {machine['ca_load_ms']:.1f} ms ({_certificates(bundle)} of {bundle}, "
+            "median of 5); stock requests pays it on every new connection",
+            flush=True,
+        )
+        plan = Plan(url=url, bundle=bundle, scenarios=scenarios, repeat=args.repeat)
+        try:
+            results = run_plan(plan, server_cpu=time.process_time, progress=progress)
+            progress("micro-benchmark of the wrapped hook")
+            overhead = micro(url, bundle)
+            progress("start-up cost of the activation line")
+            startup = startup_cost()
+        except Interrupted as stop:
+            results, interrupted = stop.results, True
+        except KeyboardInterrupt:  # during the micro-benchmark or the start-up timing
+            interrupted = True
     if tty:
         print("\r\033[K", end="", file=sys.stderr)
-    machine = _machine()
+    if interrupted:
+        print("interrupted: the table shows the runs that finished", file=sys.stderr)
     summaries = [r.summary() for r in results]
-    _print_table(summaries, machine, server_name, args)
-    print(
-        f"wrapper overhead: {overhead['overhead']:.1f} us per request (pool lookup and cert_verify "
-        f"with a warm cache: shim {overhead['shim']:.1f} us, stock {overhead['stock']:.1f} us; "
-        "best of 3 x 5 x 5000 calls per side, no traffic)"
-    )
-    print(
-        f"start-up cost of `import requests_fastssl` in a program that never uses requests: "
-        f"{startup['added']:+.1f} ms ({startup['activated']:.1f} ms vs {startup['bare']:.1f} ms "
-        "for `python -c pass`, best of 20 alternating)"
-    )
+    _print_table(summaries, server_name, args)
+    if overhead:
+        print(
+            f"wrapper overhead: {overhead['overhead']:.1f} us per request (pool lookup and "
+            f"cert_verify with a warm cache: shim {overhead['shim']:.1f} us, stock "
+            f"{overhead['stock']:.1f} us; best of 3 x 5 x 5000 calls per side, no traffic)"
+        )
+    if startup:
+        print(
+            f"start-up cost of `import requests_fastssl` in a program that never uses requests: "
+            f"{startup['added']:+.1f} ms ({startup['activated']:.1f} ms vs {startup['bare']:.1f} "
+            "ms for `python -c pass`, best of 20 alternating)"
+        )
     if args.json:
         with open(args.json, "w") as out:
             json.dump(
                 {
                     "command": " ".join(["python -m requests_fastssl", *sys.argv[1:]]),
                     "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                    "interrupted": interrupted,
                     "server": server_name,
                     "machine": machine,
                     "results": summaries,
@@ -198,49 +274,64 @@ def _bench(args: argparse.Namespace) -> int:
                 out,
                 indent=2,
             )
+    if interrupted:
+        return 130
     failed = sum(s["failed"] for s in summaries)
     if failed:
         errors = {e for r in results for run in r.runs for e in run.errors}
-        print(f"\n{failed} request(s) failed, e.g.: {sorted(errors)[:3]}", file=sys.stderr)
+        _error(f"{failed} request(s) failed, e.g.: {sorted(errors)[:3]}")
         return 1
     return 0
 
 
-def _print_table(
-    summaries: list[dict[str, Any]],
-    machine: dict[str, Any],
-    server: str,
-    args: argparse.Namespace,
-) -> None:
-    by_key = {(s["variant"], s["concurrency"]): s for s in summaries}
-    print(
-        f"Python {machine['python']}, {machine['openssl']}, {machine['cpus']} CPUs; "
-        f"requests {machine['versions']['requests']}, urllib3 {machine['versions']['urllib3']}"
-    )
+def _certificates(bundle: str) -> str:
+    if os.path.isdir(bundle):
+        return f"{len(os.listdir(bundle))} entries"
+    with open(bundle, "rb") as f:
+        return f"{f.read().count(b'-----BEGIN CERTIFICATE-----')} certificates"
+
+
+def _print_table(summaries: list[dict[str, Any]], server: str, args: argparse.Namespace) -> None:
+    by_key = {(s["variant"], s["scenario"]): s for s in summaries}
     print(f"server: {server}; {args.repeat} timed run(s) per variant after a warm-up")
     header = (
-        f"{'variant':<15} {'N':>4} {'median s':>9} {'min s':>7} {'max s':>7} {'ms/req':>7} "
-        f"{'vs stock':>9} {'vs floor':>9} {'CA loads':>9} {'RSS MB':>7} {'srv CPU':>8}"
+        f"{'variant':<15} {'scenario':>8} {'median s':>9} {'min s':>7} {'max s':>7} "
+        f"{'ms/req':>7} {'vs stock':>9} {'vs floor':>9} {'CA loads':>9} {'RSS MB':>7} "
+        f"{'srv CPU':>8} {'failed':>7}"
     )
     print(header)
     print("-" * len(header))
     for s in summaries:
         _kind, verify = s["variant"].split("-")
-        stock = by_key.get((f"stock-{verify}", s["concurrency"]))
-        floor = by_key.get((f"floor-{verify}", s["concurrency"]))
-        speedup = f"{stock['median_s'] / s['median_s']:.2f}x" if stock else "-"
-        to_floor = f"{s['median_s'] / floor['median_s']:.2f}" if floor else "-"
+        stock = by_key.get((f"stock-{verify}", s["scenario"]))
+        floor = by_key.get((f"floor-{verify}", s["scenario"]))
+
+        def ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+            # Timings of failed requests measure the failure, not the work: no ratio.
+            if a is None or b is None or a["failed"] or b["failed"]:
+                return "-"
+            return f"{a['median_s'] / b['median_s']:.2f}"
+
+        speedup = ratio(stock, s)
+        speedup = speedup + "x" if speedup != "-" else speedup
         loads = s["ca_loads"] + s["default_loads"]
         print(
-            f"{s['variant']:<15} {s['concurrency']:>4} {s['median_s']:>9.3f} "
+            f"{s['variant']:<15} {s['scenario']:>8} {s['median_s']:>9.3f} "
             f"{s['min_s']:>7.3f} {s['max_s']:>7.3f} {s['per_request_ms']:>7.2f} "
-            f"{speedup:>9} {to_floor:>9} {loads:>9g} {s['peak_rss_mb']:>7.1f} "
-            f"{s['server_cpu_share']:>7.0%}"
+            f"{speedup:>9} {ratio(s, floor):>9} {loads:>9g} {s['peak_rss_mb']:>7.1f} "
+            f"{s['server_cpu_share']:>7.0%} {s['failed']:>7}"
         )
     print(
-        "CA loads: load_verify_locations + load_default_certs calls per run, counted in the "
-        "child outside the shim. srv CPU: server CPU time / wall time (1 core = 100%)."
+        "scenario: N thr = N threads, one requests.get each; N seq = one thread, N requests.get "
+        "in a row. CA loads: load_verify_locations + load_default_certs calls per run, counted "
+        "in the child outside the shim. srv CPU: server CPU time / wall time (1 core = 100%). "
+        "failed: failed requests over all runs (no ratios for a variant with failures)."
     )
+
+
+def _error(message: str) -> None:
+    """The one shape of an error line, as argparse writes its own: `prog: error: ...`."""
+    print(f"{_program()}: error: {message}", file=sys.stderr)
 
 
 # --- run -----------------------------------------------------------------------------------------
@@ -258,14 +349,11 @@ def _run(command: list[str]) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        print(
-            "error: nothing to run; usage: python -m requests_fastssl run -- CMD [ARGS...]",
-            file=sys.stderr,
-        )
+        _error(f"nothing to run; usage: {_program()} run -- CMD [ARGS...]")
         return 2
     executable = shutil.which(command[0])
     if executable is None:
-        print(f"error: command not found: {command[0]}", file=sys.stderr)
+        _error(f"command not found: {command[0]}")
         return 127
     env = os.environ.copy()
     here = bootstrap_dir()
@@ -290,13 +378,14 @@ def _bundle_in_use() -> tuple[str, str]:
     return default, "requests' default (certifi)"
 
 
-def _doctor() -> int:
+def _doctor(self_test: bool = True) -> int:
     import ssl
 
     import requests  # noqa: F401  (imported so that the shim patches, or says why not)
-    from urllib3.util.ssl_ import create_urllib3_context
 
     import requests_fastssl
+
+    from .bench import ca_load_ms
 
     print(f"requests-fastssl {__version__}")
     print(
@@ -305,29 +394,125 @@ def _doctor() -> int:
     )
     print(ssl.OPENSSL_VERSION)
     print(", ".join(f"{name} {v}" for name, v in _versions().items() if name != "requests-fastssl"))
+    print("activation modes in effect:")
+    for line in _activation_modes():
+        print(f"  {line}")
     status = requests_fastssl.status()
+    # This process imported requests_fastssl to run doctor, as a start-up line would.
     print(f"shim in this process: {status}")
+    healthy = status.state.value == "active"
     bundle, origin = _bundle_in_use()
     print(f"CA bundle for verify=True: {bundle} ({origin})")
-    timings = []
     try:
-        for _ in range(5):
-            ctx = create_urllib3_context()
-            started = time.perf_counter()
-            if os.path.isdir(bundle):
-                ctx.load_verify_locations(capath=bundle)
-            else:
-                ctx.load_verify_locations(bundle)
-            timings.append(time.perf_counter() - started)
-    except OSError as exc:
+        cost = ca_load_ms(bundle)
+    except (OSError, ssl.SSLError) as exc:
         # Every verify=True request would fail the same way.
-        print(f"one CA load: failed ({exc})")
-        print(f"registry: {requests_fastssl.stats()}")
-        return 1
+        print(f"one CA load: failed ({exc}); every verify=True request would fail")
+        healthy = False
     else:
         print(
-            f"one CA load: {statistics.median(timings) * 1000:.1f} ms (median of 5); stock "
-            "requests pays this on every new connection"
+            f"one CA load: {cost:.1f} ms (median of 5); stock requests pays this on every new "
+            "connection"
         )
-    print(f"registry: {requests_fastssl.stats()}")
-    return 0 if status.state.value == "active" else 1
+    if self_test:
+        healthy = _self_test(status.state.value == "active") and healthy
+    return 0 if healthy else 1
+
+
+def _activation_modes() -> list[str]:
+    """Which of the documented ways of switching the shim on apply to Python processes
+    started like this one (same environment, same interpreter)."""
+    from importlib.metadata import entry_points
+
+    lines = []
+    disable = os.environ.get("REQUESTS_FASTSSL_DISABLE")
+    if disable:
+        lines.append(
+            f"REQUESTS_FASTSSL_DISABLE={disable}: the shim stays off, whatever else is set up"
+        )
+    hook = os.path.join(bootstrap_dir(), "")
+    on_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if any(os.path.join(os.path.abspath(p), "") == hook for p in on_path):
+        lines.append(f"`{_program()} run`: yes (its start-up hook is on PYTHONPATH)")
+    else:
+        lines.append(f"`{_program()} run`: no (this process was not started by it)")
+    starters: list[str] = []
+    for name in ("sitecustomize", "usercustomize"):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path and os.path.join(os.path.dirname(os.path.abspath(path)), "") == hook:
+            continue  # run's own hook, reported above
+        if not path:
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                if "requests_fastssl" in f.read():
+                    starters.append(path)
+        except OSError:
+            pass
+    if starters:
+        lines.append(f"start-up file importing requests_fastssl: yes ({', '.join(starters)})")
+    else:
+        lines.append("start-up file (sitecustomize/usercustomize) importing requests_fastssl: no")
+    plugin = [e for e in entry_points(group="pytest11") if e.name == "requests_fastssl"]
+    if plugin:
+        lines.append(
+            "pytest plugin: registered; on for a pytest run with --fastssl or `fastssl = true` "
+            "in the ini file, and for tests using the fastssl fixture"
+        )
+    else:
+        lines.append("pytest plugin: not registered (the package metadata is missing)")
+    return lines
+
+
+def _self_test(active: bool) -> bool:
+    """Real requests to an embedded HTTPS server on 127.0.0.1; shows the counters move."""
+    import tempfile
+
+    import certifi
+    import requests
+
+    import requests_fastssl
+
+    try:
+        import trustme
+    except ImportError:
+        print("self-test: not run, it needs trustme: pip install 'requests-fastssl[bench]'")
+        return True
+    from .server import HTTPSServer, server_context
+
+    calls = 3
+    ca = trustme.CA()
+    with tempfile.TemporaryDirectory(prefix="requests-fastssl-doctor-") as tmp:
+        bundle = os.path.join(tmp, "bundle.pem")
+        with open(certifi.where(), "rb") as src, open(bundle, "wb") as dst:
+            dst.write(src.read() + b"\n" + ca.cert_pem.bytes())
+        with HTTPSServer(server_context(ca, ("127.0.0.1",))) as server:
+            before = requests_fastssl.stats()
+            statuses = []
+            for _ in range(calls):  # each a new Session, so a new connection
+                try:
+                    statuses.append(str(requests.get(server.url, verify=bundle).status_code))
+                except requests.RequestException as exc:
+                    statuses.append(type(exc).__name__)
+            delta = requests_fastssl.stats().since(before)
+    print(
+        f"self-test: {calls} x requests.get() to an embedded HTTPS server on 127.0.0.1, each a "
+        f"new connection, verify=<certifi + a test CA>: {', '.join(statuses)}"
+    )
+    if statuses != ["200"] * calls:
+        print("self-test: FAILED, the requests did not succeed")
+        return False
+    if not active:
+        print(f"self-test: the shim is off here, so stock requests loaded the bundle {calls} times")
+        return True
+    print(
+        f"self-test: {delta.connections} connection(s) used shared contexts; "
+        f"{delta.contexts_built} context(s) built with {delta.ca_loads} CA load(s); stock "
+        f"requests would have made {calls}"
+    )
+    if delta.connections != calls or delta.ca_loads != 1:
+        reasons = dict(delta.step_aside_reasons) or "none recorded"
+        print(f"self-test: FAILED, the shim did not share as expected (step-asides: {reasons})")
+        return False
+    return True

@@ -1,7 +1,9 @@
 """The benchmark engine behind ``python -m requests_fastssl bench``.
 
-The scenario is the seed's: N threads each call ``requests.get(url, verify=...)`` once, so
-every call makes a new Session, a new pool and a new TLS connection. Each variant runs in a
+Two scenarios. The seed's: N threads each call ``requests.get(url, verify=...)`` once, so
+every call makes a new Session, a new pool and a new TLS connection. And a script's loop: one
+thread calling ``requests.get`` N times in a row (a fresh Session, so a fresh connection, each
+time). Each variant runs in a
 fresh interpreter per repetition (``python -m _requests_fastssl.cli.bench --child ...``), so
 caches and import state never leak between variants, and the variants are interleaved
 (A B C D E, A B C D E, ...) after one untimed warm-up round. CA loads are counted inside
@@ -25,7 +27,17 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["VARIANTS", "Plan", "Result", "micro", "run_plan", "startup_cost"]
+__all__ = [
+    "VARIANTS",
+    "Interrupted",
+    "Plan",
+    "Result",
+    "Scenario",
+    "ca_load_ms",
+    "micro",
+    "run_plan",
+    "startup_cost",
+]
 
 # name -> (uses the shim, verify setting); "floor" is one hand-built context given to urllib3.
 VARIANTS: dict[str, tuple[str, bool]] = {
@@ -38,13 +50,35 @@ VARIANTS: dict[str, tuple[str, bool]] = {
 }
 
 
+@dataclass(frozen=True)
+class Scenario:
+    threads: int
+    calls: int  # requests.get calls per thread, one after the other
+
+    @property
+    def requests(self) -> int:
+        return self.threads * self.calls
+
+    @property
+    def label(self) -> str:
+        return f"{self.threads} thr" if self.calls == 1 else f"{self.calls} seq"
+
+
 @dataclass
 class Plan:
     url: str
     bundle: str | None  # the CA bundle for verify=<bundle>; None: requests' own default
-    concurrency: list[int]
+    scenarios: list[Scenario]
     repeat: int
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+
+
+class Interrupted(Exception):  # not an ...Error: the user asked to stop
+    """Ctrl-C during a run; ``results`` holds every run that finished before it."""
+
+    def __init__(self, results: list[Result]) -> None:
+        super().__init__("interrupted")
+        self.results = results
 
 
 @dataclass
@@ -62,18 +96,21 @@ class Run:
 @dataclass
 class Result:
     variant: str
-    concurrency: int
+    scenario: Scenario
     runs: list[Run]
 
     def summary(self) -> dict[str, Any]:
         walls = [r.wall for r in self.runs]
         return {
             "variant": self.variant,
-            "concurrency": self.concurrency,
+            "scenario": self.scenario.label,
+            "threads": self.scenario.threads,
+            "calls_per_thread": self.scenario.calls,
+            "requests": self.scenario.requests,
             "median_s": statistics.median(walls),
             "min_s": min(walls),
             "max_s": max(walls),
-            "per_request_ms": statistics.median(walls) / self.concurrency * 1000,
+            "per_request_ms": statistics.median(walls) / self.scenario.requests * 1000,
             "ca_loads": statistics.median(r.ca_loads for r in self.runs),
             "default_loads": statistics.median(r.default_loads for r in self.runs),
             "peak_rss_mb": max(r.peak_rss_mb for r in self.runs),
@@ -88,27 +125,76 @@ class Result:
 def run_plan(
     plan: Plan, *, server_cpu: Callable[[], float], progress: Callable[[str], None]
 ) -> list[Result]:
-    """Run every variant at every concurrency, interleaved, each run in a fresh child."""
-    results = {(v, n): Result(v, n, []) for n in plan.concurrency for v in plan.variants}
+    """Run every variant in every scenario, interleaved, each run in a fresh child.
+
+    Ctrl-C raises ``Interrupted`` with the runs that finished (the running child is killed).
+    """
+    results = {(v, s): Result(v, s, []) for s in plan.scenarios for v in plan.variants}
     total = len(results) * plan.repeat
+    children = len(results) * (plan.repeat + 1)  # with the warm-ups
+    started = time.monotonic()
+    finished = 0
+
+    def left() -> str:
+        # The children so far, scaled to those to come: scenarios differ in cost, so this
+        # is rough until the last scenario has started.
+        if not finished:
+            return ""
+        seconds = (time.monotonic() - started) / finished * (children - finished)
+        if seconds >= 90:
+            return f", about {seconds / 60:.0f} min left"
+        return f", about {seconds:.0f} s left"
+
     done = 0
-    for n in plan.concurrency:
-        for variant in plan.variants:  # warm-up: file caches, server threads, imports
-            progress(f"warm-up {variant} x{n}")
-            _child(plan, variant, n)
-        for rep in range(plan.repeat):
-            for variant in plan.variants:
-                done += 1
-                progress(f"[{done}/{total}] {variant} x{n} (repetition {rep + 1})")
-                before = server_cpu()
-                run = _child(plan, variant, n)
-                run.server_cpu = server_cpu() - before
-                results[(variant, n)].runs.append(run)
+    try:
+        for scenario in plan.scenarios:
+            for variant in plan.variants:  # warm-up: file caches, server threads, imports
+                progress(f"warm-up {variant} {scenario.label}{left()}")
+                _child(plan, variant, scenario)
+                finished += 1
+            for rep in range(plan.repeat):
+                for variant in plan.variants:
+                    done += 1
+                    progress(
+                        f"[{done}/{total}] {variant} {scenario.label} "
+                        f"(repetition {rep + 1}){left()}"
+                    )
+                    before = server_cpu()
+                    run = _child(plan, variant, scenario)
+                    run.server_cpu = server_cpu() - before
+                    results[(variant, scenario)].runs.append(run)
+                    finished += 1
+    except KeyboardInterrupt:
+        raise Interrupted([r for r in results.values() if r.runs]) from None
     return list(results.values())
 
 
-def _child(plan: Plan, variant: str, concurrency: int) -> Run:
-    args = {"variant": variant, "url": plan.url, "bundle": plan.bundle, "n": concurrency}
+def ca_load_ms(bundle: str, rounds: int = 5) -> float:
+    """Milliseconds for one ``load_verify_locations`` of ``bundle`` (a file or a directory)
+    into a fresh urllib3 context, median of ``rounds``: what stock pays per new connection.
+    Raises ``OSError`` / ``ssl.SSLError`` as the load does."""
+    from urllib3.util.ssl_ import create_urllib3_context
+
+    timings = []
+    for _ in range(rounds):
+        ctx = create_urllib3_context()
+        started = time.perf_counter()
+        if os.path.isdir(bundle):
+            ctx.load_verify_locations(capath=bundle)
+        else:
+            ctx.load_verify_locations(bundle)
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings) * 1000
+
+
+def _child(plan: Plan, variant: str, scenario: Scenario) -> Run:
+    args = {
+        "variant": variant,
+        "url": plan.url,
+        "bundle": plan.bundle,
+        "n": scenario.threads,
+        "calls": scenario.calls,
+    }
     proc = subprocess.run(
         [sys.executable, "-m", "_requests_fastssl.cli.bench", "--child", json.dumps(args)],
         capture_output=True,
@@ -258,7 +344,7 @@ def _child_main(raw: str) -> None:
     urllib3.disable_warnings()
     bundle = args["bundle"]
     verify: bool | str = (bundle or True) if verifying else False
-    url, n = args["url"], args["n"]
+    url, n, calls = args["url"], args["n"], args["calls"]
     prepare: Callable[[], None] = lambda: None  # noqa: E731
     if kind == "floor":
         adapter_class, prepare = _floor_adapter(verifying, bundle)
@@ -283,17 +369,18 @@ def _child_main(raw: str) -> None:
     def worker() -> None:
         nonlocal ok
         gate.wait()
-        try:
-            status = call()
-        except Exception as exc:
+        for _ in range(calls):
+            try:
+                status = call()
+            except Exception as exc:
+                with lock:
+                    errors.append(f"{type(exc).__name__}: {exc}"[:300])
+                continue
             with lock:
-                errors.append(f"{type(exc).__name__}: {exc}"[:300])
-            return
-        with lock:
-            if status == 200:
-                ok += 1
-            else:
-                errors.append(f"HTTP {status}")
+                if status == 200:
+                    ok += 1
+                else:
+                    errors.append(f"HTTP {status}")
 
     threads = [threading.Thread(target=worker) for _ in range(n)]
     for thread in threads:
@@ -307,7 +394,7 @@ def _child_main(raw: str) -> None:
     run = Run(
         wall=wall,
         ok=ok,
-        failed=n - ok,
+        failed=n * calls - ok,
         ca_loads=counts["ca"],
         default_loads=counts["default"],
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
