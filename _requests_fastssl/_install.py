@@ -83,6 +83,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
     ):
         raise ValueError(f"max_contexts must be a positive int, not {max_contexts!r}")
     wait_for_import = False
+    was_active = STATE.active
     with _lock:
         if max_contexts is not None:
             STATE.max_contexts = max_contexts
@@ -115,6 +116,8 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
         with _lock:
             if STATE.wanted and not STATE.active:
                 _activate(adapters)
+    if STATE.active and not was_active:
+        _warm_from_env()  # outside the lock: a build takes tens of milliseconds
 
 
 def uninstall() -> Status:
@@ -216,10 +219,20 @@ def _on_adapters_imported(module: ModuleType) -> None:
     try:
         with _lock:
             _import_hook.remove()
-            if STATE.wanted and not STATE.active:
+            activated = STATE.wanted and not STATE.active
+            if activated:
                 STATE.strict = False  # nobody to raise to inside someone else's import
                 _activate(module)
+        if activated and STATE.active:
+            _warm_from_env()
     except Exception as exc:
         with _lock:
             STATE.phase, STATE.reason = "unsupported", f"patching failed: {exc!r}"
         _logger().exception("requests_fastssl: patching requests failed; requests stays stock")
+
+
+def _warm_from_env() -> None:
+    if "REQUESTS_FASTSSL_WARM" in os.environ:  # else not even the module is imported
+        from ._warm import warm_from_env
+
+        warm_from_env()

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# The run behind the README's figures: every variant at 1, 30, 100 and 300 threads, 5 timed
-# repetitions each after a warm-up, on the embedded server. Writes benchmarks/results.json
-# (machine-readable, with the machine it ran on) and benchmarks/results.txt (the table).
-# Usage, from the repository root with the package installed (pip install -e '.[bench]'):
+# The run behind the README's figures: the sequential scenario (20 requests in a row) and every
+# variant at 1, 30, 100 and 300 threads, 5 timed repetitions each after a warm-up, on the
+# embedded server. Writes benchmarks/openssl-X.Y/results.json (machine-readable, with the
+# machine it ran on) and results.txt (the table), X.Y being the OpenSSL of the Python running it.
+#
+# From the repository root with the package installed (pip install -e '.[bench]'):
 #   bash benchmarks/run.sh
+# The same on CPython 3.14 / OpenSSL 3.6 in tools/platforms.sh's Debian sid root (root needed),
+# then copied out of the root:
+#   bash tools/platforms.sh sid --run bash benchmarks/run.sh
+#   cp ~/.cache/requests-fastssl/platforms/sid/src/benchmarks/openssl-3.6/* benchmarks/openssl-3.6/
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m requests_fastssl bench --concurrency 1,30,100,300 --repeat 5 \
-    --json benchmarks/results.json | tee benchmarks/results.txt
+out=benchmarks/$(python -c 'import ssl; print("openssl-%d.%d" % ssl.OPENSSL_VERSION_INFO[:2])')
+mkdir -p "$out"
+python -m requests_fastssl bench --sequential 20 --concurrency 1,30,100,300 --repeat 5 \
+    --json "$out/results.json" | tee "$out/results.txt"

@@ -9,6 +9,7 @@ could change it, the shim steps aside and stock requests does the work.
     import requests_fastssl          # installs; patches requests when it is imported
     requests_fastssl.status()        # Status(state=<State.ACTIVE ...>, reason='')
     requests_fastssl.stats()         # Stats(contexts_built=1, reuses=29, ca_loads=1, ...)
+    requests_fastssl.warm()          # build verify=True's context now (start-up, prefork)
     requests_fastssl.uninstall()     # back to stock requests
 
 ``REQUESTS_FASTSSL_DISABLE=1`` in the environment makes ``install()`` a no-op.
@@ -36,6 +37,7 @@ from _requests_fastssl._install import clear, install, stats, status, uninstall
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from _requests_fastssl._status import State, Stats, Status
+    from _requests_fastssl._warm import warm
 
 __all__ = [
     "FrozenContextError",
@@ -50,6 +52,7 @@ __all__ = [
     "stats",
     "status",
     "uninstall",
+    "warm",
 ]
 
 
@@ -58,6 +61,10 @@ def __getattr__(name: str) -> object:
         from _requests_fastssl import _status
 
         return getattr(_status, name)
+    if name == "warm":  # loaded on first use too: start-up activation never needs it
+        from _requests_fastssl._warm import warm
+
+        return warm
     raise AttributeError(f"module 'requests_fastssl' has no attribute {name!r}")
 
 

@@ -96,7 +96,7 @@ def test_tightening_urllib3_after_the_first_request(
     def calls() -> list[Any]:
         # (A path: requests 2.32.3/2.32.4 give verify=True pools a context made at import.)
         # A new Session for the second request: urllib3 1.26 reuses a connection object's
-        # context when it reconnects (see README, known limits).
+        # context when it reconnects (README, "Known limits").
         first = outcome(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE))
         with pytest.MonkeyPatch.context() as patch:
             tighten(patch)
@@ -554,7 +554,7 @@ def test_bundle_rewrites_keep_pools_and_connections_as_stock(
     if content == "new" and not URLLIB3_1:
         assert stock[-3][0] == "SSLError"  # the new connection trusts the new content
     if content == "new" and URLLIB3_1:
-        # A known difference (README, known limits): urllib3 1.26 keeps a connection
+        # A known difference (README, "Known limits"): urllib3 1.26 keeps a connection
         # object's context across reconnects and loads the bundle into it again, so stock
         # then trusts the old and the new contents together; the shim, the new file only.
         assert stock[-3] == ("200", None)

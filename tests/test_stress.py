@@ -1,6 +1,6 @@
 """The differential stress run (tests/stress.py) at CI size, in fresh interpreters under
 ``-X faulthandler``: a crash or a hang there is a non-zero exit status, not a lost test
-run. The soak run is the same command with ``--duration`` (README, "Hardening")."""
+run. The soak run is the same command with ``--duration`` (docs/testing.md, "Hardening")."""
 
 from __future__ import annotations
 

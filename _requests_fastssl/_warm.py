@@ -1,0 +1,85 @@
+"""``warm()``: build at start-up the shared context a later request will use.
+
+A process's first HTTPS request pays the CA load; a server that forks workers pays it once
+per worker. Warming runs exactly what a request runs up to the connection (requests' own
+pool lookup and the wrapped ``cert_verify``, on a throwaway adapter), so the context it
+leaves in the registry is the one a later request with the same settings finds: same key,
+nothing of its own to keep in step. Contexts complete before a fork are used by the child
+(``_registry``), which is what makes a warming master's workers load nothing.
+
+``REQUESTS_FASTSSL_WARM=1`` warms ``verify=True`` whenever the shim becomes active, that is
+when the program imports requests, never earlier.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ._state import STATE
+
+__all__ = ["ENV_WARM", "warm", "warm_from_env"]
+
+ENV_WARM = "REQUESTS_FASTSSL_WARM"
+_ON = ("1", "true", "yes", "on")
+_OFF = ("", "0", "false", "no", "off")
+# Never resolved or contacted: the host only has to make requests build an HTTPS pool.
+_URL = "https://requests-fastssl.invalid/"
+
+
+def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> bool:
+    """Build now the shared context that ``requests.get(url, verify=verify, cert=cert)``
+    would use for an HTTPS URL; returns whether one is ready.
+
+    ``verify`` and ``cert`` take what requests takes. With ``trust_env`` (requests'
+    default) ``verify=True`` means ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` when set, as
+    in a Session. Bad settings raise the error the request would raise (a missing bundle:
+    ``OSError``). False: the shim is not active, or steps aside for these settings
+    (``stats().step_aside_reasons`` says why); requests then works as stock. Imports
+    requests if the program has not yet.
+    """
+    import importlib
+
+    # Not `requests.adapters.X`: inside the program's `import requests` (the env switch) the
+    # package does not have the attribute yet, while the module is complete.
+    adapters = importlib.import_module("requests.adapters")
+    from requests.models import PreparedRequest
+
+    from ._contexts import spec_of
+
+    if not STATE.active:
+        return False
+    if trust_env and (verify is True or verify is None):
+        # Session.merge_environment_settings, which requests.get goes through.
+        verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or verify
+    request = PreparedRequest()
+    request.prepare(method="GET", url=_URL)
+    adapter = adapters.HTTPAdapter()
+    try:
+        pool = adapter.get_connection_with_tls_context(request, verify, None, cert)
+        adapter.cert_verify(pool, _URL, verify, cert)
+        return spec_of(pool.conn_kw.get("ssl_context")) is not None
+    finally:
+        adapter.close()
+
+
+def warm_from_env() -> None:
+    """Warm ``verify=True`` if ``REQUESTS_FASTSSL_WARM`` asks for it. Never raises: this
+    runs inside the program's ``import requests``, which must not fail because of us; a
+    failure is logged, and the first request then raises its stock error itself."""
+    value = os.environ.get(ENV_WARM)
+    if value is None or value.strip().lower() in _OFF:
+        return
+    import logging
+
+    log = logging.getLogger("requests_fastssl")
+    if value.strip().lower() not in _ON:
+        log.warning("requests_fastssl: %s=%r not understood (1 or 0); not warming", ENV_WARM, value)
+        return
+    try:
+        ready = warm()
+    except Exception as exc:
+        log.warning("requests_fastssl: %s: warming verify=True failed: %r", ENV_WARM, exc)
+        return
+    if not ready:
+        log.info("requests_fastssl: %s: the shim steps aside for verify=True here", ENV_WARM)
