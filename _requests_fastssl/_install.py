@@ -143,13 +143,15 @@ def uninstall() -> Status:
                     _debug("requests_fastssl: leaving an inactive wrapper on %s: %s", name, exc)
                     kept.append((owner, name, handle))
             STATE.handles = kept
-            STATE.cert_verify_handle = kept[0][2] if kept else None
         STATE.phase, STATE.reason = "not-installed", ""
         if STATE.handles:
             STATE.reason = "inactive wrappers left under other layers"
         wrappers = sys.modules.get("_requests_fastssl._wrappers")
         if wrappers is not None:
             wrappers.detach_all()
+        owned = sys.modules.get("_requests_fastssl._owned")
+        if owned is not None:
+            owned.forget_all()
         registry = sys.modules.get("_requests_fastssl._registry")
         if registry is not None:
             registry.REGISTRY.clear()
@@ -199,15 +201,21 @@ def _activate(adapters: ModuleType) -> None:
         return
     if STATE.max_contexts is not None:
         REGISTRY.resize(STATE.max_contexts)
-    if not STATE.handles:  # else left inactive by uninstall() under another layer: reuse
-        import wrapt
+    import urllib3.connection
+    import wrapt
 
+    from . import _owned
+
+    hooks = (
+        (adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper),
+        (urllib3.connection, "ssl_wrap_socket", _owned.ssl_wrap_socket_wrapper),
+    )
+    for owner, name, wrapper in hooks:
+        if any(o is owner and n == name for o, n, _ in STATE.handles):
+            continue  # left inactive by uninstall() under another layer: reused
         # Positional: wrapt 2.0 renamed the first parameter.
-        handle = wrapt.wrap_function_wrapper(
-            adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper
-        )
-        STATE.handles.append((adapters.HTTPAdapter, "cert_verify", handle))
-    STATE.cert_verify_handle = STATE.handles[0][2]
+        handle = wrapt.wrap_function_wrapper(owner, name, wrapper)
+        STATE.handles.append((owner, name, handle))
     STATE.active = True
     STATE.phase, STATE.reason = "active", ""
     _debug("requests_fastssl: patched requests.adapters")

@@ -22,7 +22,6 @@ __all__ = ["LOCK", "STATE"]
 class _State:
     __slots__ = (
         "active",
-        "cert_verify_handle",
         "handles",
         "hook",
         "max_contexts",
@@ -41,7 +40,6 @@ class _State:
         self.reason = ""
         self.strict = False
         self.handles: list[tuple[Any, str, Any]] = []  # (owner, attribute, wrapt handle)
-        self.cert_verify_handle: Any = None
         self.hook: Any = None  # the sys.meta_path entry while waiting for requests
         self.max_contexts: int | None = None
         self.target: Target | None = None  # facts about the patched requests and urllib3

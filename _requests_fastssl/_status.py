@@ -44,7 +44,10 @@ class Stats(NamedTuple):
     that stock requests would have done; ``private_connections``: connections of pools
     holding a shared context that used a fresh, stock-built context instead (a file or a
     urllib3 setting changed since the build); ``discards``: contexts dropped because a file
-    they read changed.
+    they read changed; ``owned_loads_avoided``: connections of pools with an adapter's own
+    context that skipped loading a CA file that context already held (``_owned``);
+    ``failures_skipped``: requests sent straight to stock because the same files failed to
+    build before and have not changed (no CA load paid to find that out again).
     """
 
     contexts_built: int = 0
@@ -59,12 +62,14 @@ class Stats(NamedTuple):
     connections: int = 0
     private_connections: int = 0
     discards: int = 0
+    owned_loads_avoided: int = 0
+    failures_skipped: int = 0
     step_aside_reasons: Mapping[str, int] = {}
 
     @property
     def loads_avoided(self) -> int:
         """Loads stock requests would have done that the shim did not."""
-        return max(0, self.connections - self.ca_loads)
+        return max(0, self.connections - self.ca_loads) + self.owned_loads_avoided
 
     @property
     def seconds_saved(self) -> float:

@@ -29,6 +29,7 @@ from typing import Any
 from ._compat import version_tuple
 from ._contexts import build, spec_of
 from ._keys import Spec
+from ._owned import adopt
 from ._registry import REGISTRY
 from ._state import STATE
 
@@ -84,14 +85,16 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
     conn_kw = pool.conn_kw
     if conn_kw.get("ca_cert_data") is not None:
         return None, "ca-cert-data"
-    current = conn_kw.get("ssl_context")
-    if current is not None and spec_of(current) is None:
-        return None, "own-context"  # the adapter's, or requests 2.32.3/2.32.4's preloaded one
-
     # What urllib3 will pass to load_verify_locations (HTTPSConnection expands "~").
     ca_certs, ca_cert_dir = pool.ca_certs, pool.ca_cert_dir
     cafile = ca_certs and os.path.expanduser(ca_certs)
     capath = ca_cert_dir and os.path.expanduser(ca_cert_dir)
+    current = conn_kw.get("ssl_context")
+    if current is not None and spec_of(current) is None:
+        # The adapter's, or requests 2.32.3/2.32.4's preloaded one: never shared, but its
+        # CA file need not be loaded again on every connection (_owned).
+        adopt(current, cafile, capath)
+        return None, "own-context"
     cert_reqs = pool.cert_reqs
     if not (cafile or capath) and cert_reqs != "CERT_NONE":
         import ssl

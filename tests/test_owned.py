@@ -1,0 +1,206 @@
+"""Adapters that own their context (requests' pattern for in-memory client certificates,
+toolbelt's X509Adapter, httpie): the context stays the user's, and its CA file is loaded once
+per file identity instead of once per connection. Every test runs stock and shimmed."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import requests
+import urllib3
+from adapters import ContextAdapter
+from support import PKI, LoadCounter, outcome, session_with, stock_and_shim
+
+import requests_fastssl
+
+
+class CLoads:
+    """Counts calls of the C ``load_verify_locations`` made in this thread, seen through the
+    profiler: the ``loads`` fixture replaces the method with a spy, and a replaced method is
+    exactly what the shim must leave alone (it might do more than load)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __enter__(self) -> CLoads:
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "c_call" and getattr(arg, "__name__", "") == "load_verify_locations":
+                self.count += 1
+
+        sys.setprofile(profile)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+
+def fresh_context() -> ssl.SSLContext:
+    from urllib3.util.ssl_ import create_urllib3_context
+
+    return create_urllib3_context()
+
+
+def get(adapter: requests.adapters.HTTPAdapter, url: str, verify: Any) -> Callable[[], Any]:
+    """A request on a new connection through ``adapter`` (its pool stays, its connection not)."""
+
+    def call() -> Any:
+        return session_with(adapter).get(url, verify=verify, headers={"Connection": "close"})
+
+    return call
+
+
+def test_owned_context_loads_its_bundle_once_and_answers_as_stock(
+    pki: PKI, make_server: Any
+) -> None:
+    good, rogue = make_server(), make_server(ca=pki.rogue_ca)
+    mtls = make_server(client_certs="required")
+
+    def calls() -> tuple[list[Any], int, int]:
+        ctx = fresh_context()
+        ctx.load_cert_chain(*pki.client_a.pair)  # the in-memory-certificate pattern
+        adapter = ContextAdapter(ctx)
+        before = requests_fastssl.stats()
+        with CLoads() as loads:
+            results = [
+                outcome(get(adapter, server.url, pki.bundle))
+                for server in (good, good, rogue, mtls, good, mtls)
+            ]
+        avoided = requests_fastssl.stats().since(before).owned_loads_avoided
+        return results, loads.count, avoided
+
+    (stock, stock_loads, _), (shim, shim_loads, avoided) = stock_and_shim(calls)
+    assert shim == stock
+    assert [r[0] for r in stock] == ["200", "200", "SSLError", "200", "200", "200"]
+    assert stock[3] == ("200", "client-a")  # the adapter's certificate, presented
+    assert stock_loads == 6  # one per connection
+    assert shim_loads == 1
+    assert avoided == 5
+
+
+def test_a_rewritten_bundle_is_loaded_again_on_top_as_stock_does(
+    pki: PKI, make_server: Any, tmp_path: Path
+) -> None:
+    """Stock loads the new contents into the same store, which keeps the old CAs: a server
+    of a CA that left the file stays trusted. The shim must give the same answers."""
+    server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
+    bundle = tmp_path / "bundle.pem"
+
+    def calls() -> list[Any]:
+        bundle.write_bytes(Path(pki.bundle).read_bytes())
+        adapter = ContextAdapter(fresh_context())
+        results = [outcome(get(adapter, server_a.url, str(bundle)))]
+        results.append(outcome(get(adapter, server_b.url, str(bundle))))  # not trusted yet
+        tmp = tmp_path / "bundle.new"
+        tmp.write_bytes(Path(pki.rogue_bundle).read_bytes())
+        os.replace(tmp, bundle)  # atomically: only B's CA in the file now
+        results.append(outcome(get(adapter, server_b.url, str(bundle))))
+        results.append(outcome(get(adapter, server_a.url, str(bundle))))  # A's CA: still held
+        bundle.write_bytes(Path(pki.bundle).read_bytes())  # in place, back to A's only
+        results.append(outcome(get(adapter, server_b.url, str(bundle))))
+        return results
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    assert [r[0] for r in stock] == ["200", "SSLError", "200", "200", "200"]
+
+
+def test_a_deleted_bundle_fails_as_stock_does(pki: PKI, make_server: Any, tmp_path: Path) -> None:
+    server = make_server()
+    bundle = tmp_path / "bundle.pem"
+
+    def calls() -> list[Any]:
+        bundle.write_bytes(Path(pki.bundle).read_bytes())
+        adapter = ContextAdapter(fresh_context())
+        results = [outcome(get(adapter, server.url, str(bundle)))]
+        bundle.unlink()
+        results.append(outcome(get(adapter, server.url, str(bundle))))
+        return results
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    assert stock[0][0] == "200"
+    assert stock[1][0] == "OSError"  # requests' own check, before any connection
+
+
+class CountingContext(ssl.SSLContext):
+    """A context subclass whose loads have a side effect the user relies on."""
+
+    calls = 0
+
+    def load_verify_locations(self, *args: Any, **kwargs: Any) -> None:
+        type(self).calls += 1
+        super().load_verify_locations(*args, **kwargs)
+
+
+def test_a_replaced_load_method_is_called_every_time(
+    pki: PKI, make_server: Any, loads: LoadCounter
+) -> None:
+    """The ``loads`` fixture's spy stands for any patch of ``ssl.SSLContext`` (a tracer, a
+    test double): stock calls it on every connection, so the shim must too."""
+    server = make_server()
+
+    def calls() -> tuple[list[Any], int]:
+        before = loads.verify_locations
+        adapter = ContextAdapter(fresh_context())
+        results = [outcome(get(adapter, server.url, pki.bundle)) for _ in range(3)]
+        return results, loads.verify_locations - before
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    assert stock[1] == 3
+
+
+def test_a_context_whose_load_does_more_is_called_every_time(pki: PKI, make_server: Any) -> None:
+    server = make_server()
+
+    def calls() -> tuple[list[Any], int]:
+        CountingContext.calls = 0
+        ctx = CountingContext(ssl.PROTOCOL_TLS_CLIENT)
+        adapter = ContextAdapter(ctx)
+        results = [outcome(get(adapter, server.url, pki.bundle)) for _ in range(3)]
+        return results, CountingContext.calls
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    assert stock[1] == 3
+
+
+def test_urllib3_users_outside_requests_are_not_touched(pki: PKI, make_server: Any) -> None:
+    server = make_server()
+    requests_fastssl.install()
+    ctx = fresh_context()
+    with CLoads() as loads, urllib3.PoolManager(ssl_context=ctx, ca_certs=pki.bundle) as manager:
+        for _ in range(3):
+            assert manager.request("GET", server.url, headers={"Connection": "close"}).status == 200
+    assert loads.count == 3  # no requests pool adopted this context
+
+
+def test_uninstall_removes_the_urllib3_layer() -> None:
+    from urllib3.util import ssl_
+
+    def current() -> Any:
+        return vars(urllib3.connection)["ssl_wrap_socket"]
+
+    requests_fastssl.install()
+    assert current() is not ssl_.ssl_wrap_socket  # ours, on top
+    requests_fastssl.uninstall()
+    assert current() is ssl_.ssl_wrap_socket
+
+
+def test_after_uninstall_an_adopted_context_loads_every_time(pki: PKI, make_server: Any) -> None:
+    server = make_server()
+    requests_fastssl.install()
+    adapter = ContextAdapter(fresh_context())
+    with CLoads() as loads:
+        for _ in range(2):
+            assert get(adapter, server.url, pki.bundle)().status_code == 200
+        assert loads.count == 1
+        requests_fastssl.uninstall()
+        for _ in range(2):
+            assert get(adapter, server.url, pki.bundle)().status_code == 200
+        assert loads.count == 3
