@@ -127,11 +127,17 @@ def _reads(roots: list[Any]) -> tuple[dict[str, tuple[Any, list[str]]], set[str]
                 if ins.opname == "LOAD_GLOBAL" and ins.argval in namespace:
                     value = namespace[ins.argval]
                     owner = value if isinstance(value, types.ModuleType) else None
+                    # Through wrapt layers (ours on ssl_wrap_socket, anyone's) to the code.
+                    code_of = value
+                    for _ in range(8):  # (bounded: a proxy may wrap itself)
+                        if isinstance(code_of, type | types.FunctionType | types.ModuleType):
+                            break
+                        code_of = getattr(code_of, "__wrapped__", code_of)
                     if (
-                        isinstance(value, types.FunctionType)
-                        and (value.__module__ or "").split(".")[0] == "urllib3"
+                        isinstance(code_of, types.FunctionType)
+                        and (code_of.__module__ or "").split(".")[0] == "urllib3"
                     ):
-                        walk(value)
+                        walk(code_of)
                     note(namespace, ins.argval)
                 elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and owner is not None:
                     # module.attribute (ssl_.IS_PYOPENSSL, ssl.CERT_NONE, ...)
@@ -146,6 +152,36 @@ def _reads(roots: list[Any]) -> tuple[dict[str, tuple[Any, list[str]]], set[str]
     for root in roots:
         walk(root)
     return reads, env
+
+
+def _adds_only(cls: Any, base: type, allowed: set[str]) -> bool:
+    """Whether ``cls`` subclasses ``base`` and the classes between them define nothing but
+    ``allowed`` names, a constructor that passes through, and the pool's connection class."""
+    if not isinstance(cls, type) or not issubclass(cls, base):
+        return False
+    mro = cls.__mro__
+    for klass in mro[: mro.index(base)]:
+        for name in vars(klass):
+            dunder = name.startswith("__") and name.endswith("__")
+            if (
+                name not in allowed
+                and name != "ConnectionCls"
+                and not (
+                    dunder
+                    and name
+                    in (
+                        "__init__",
+                        "__doc__",
+                        "__module__",
+                        "__qualname__",
+                        "__dict__",
+                        "__weakref__",
+                        "__annotations__",
+                    )
+                )
+            ):
+                return False
+    return True
 
 
 class Secret:
@@ -246,8 +282,21 @@ class Target:
         self.ssl_ = ssl_
         self.connection = urllib3.connection
         self.urllib3_v2 = getattr(urllib3, "__version__", "").split(".")[0] == "2"
-        self.pool_classes = {urllib3.connectionpool.HTTPSConnectionPool}
-        self.connection_classes = {urllib3.connection.HTTPSConnection}
+        self.pool_classes: set[Any] = {urllib3.connectionpool.HTTPSConnectionPool}
+        self.connection_classes: set[Any] = {urllib3.connection.HTTPSConnection}
+        # SOCKS (requests[socks]): classes that change how the socket is made and nothing
+        # of TLS, checked on the classes themselves. requests imported the module already
+        # if PySocks is installed.
+        socks = sys.modules.get("urllib3.contrib.socks")
+        socks_pool = getattr(socks, "SOCKSHTTPSConnectionPool", None)
+        socks_connection = getattr(socks, "SOCKSHTTPSConnection", None)
+        if (
+            _adds_only(socks_connection, urllib3.connection.HTTPSConnection, {"_new_conn"})
+            and _adds_only(socks_pool, urllib3.connectionpool.HTTPSConnectionPool, set())
+            and getattr(socks_pool, "ConnectionCls", None) is socks_connection
+        ):
+            self.pool_classes.add(socks_pool)
+            self.connection_classes.add(socks_connection)
         codenames = wrapt.unwrapped(adapters.HTTPAdapter.cert_verify).__code__.co_names
         # requests 2.32.3 and 2.32.4 give verify=True pools the context they built at import
         # (the cache requests later reverted): such pools hold a context of their own, so

@@ -1,6 +1,7 @@
 """A forward proxy on 127.0.0.1 for the proxy tests: CONNECT tunnels to loopback targets,
 and for absolute-form requests (``GET http://...``) a JSON answer of its own. With a
-server-side SSLContext it is an HTTPS proxy (TLS between client and proxy)."""
+server-side SSLContext it is an HTTPS proxy (TLS between client and proxy); with
+``socks=True`` a SOCKS5 proxy (no authentication, CONNECT only)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,31 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed mid-handshake")
+        data += chunk
+    return data
+
+
+def _tunnel(sock: socket.socket, upstream: socket.socket) -> None:
+    back = threading.Thread(target=_pipe, args=(upstream, sock), daemon=True)
+    back.start()
+    _pipe(sock, upstream)
+    back.join()
+
+
 class _Handler(socketserver.BaseRequestHandler):
     server: _ProxyServer
 
     def handle(self) -> None:
         sock: Any = self.request
+        if self.server.socks:
+            self.handle_socks(sock)
+            return
         if self.server.tls is not None:
             try:
                 sock = self.server.tls.wrap_socket(sock, server_side=True)
@@ -50,10 +71,7 @@ class _Handler(socketserver.BaseRequestHandler):
                 return
             with socket.create_connection(("127.0.0.1", int(port))) as upstream:
                 sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                back = threading.Thread(target=_pipe, args=(upstream, sock), daemon=True)
-                back.start()
-                _pipe(sock, upstream)
-                back.join()
+                _tunnel(sock, upstream)
             return
         body = json.dumps({"proxied": target}).encode()
         sock.sendall(
@@ -62,17 +80,42 @@ class _Handler(socketserver.BaseRequestHandler):
             + body
         )
 
+    def handle_socks(self, sock: socket.socket) -> None:
+        """RFC 1928, the parts a client making CONNECTs without authentication uses."""
+        try:
+            _version, count = _recv_exactly(sock, 2)
+            _recv_exactly(sock, count)  # the methods offered; "no authentication" is taken
+            sock.sendall(b"\x05\x00")
+            _version, command, _reserved, kind = _recv_exactly(sock, 4)
+            if kind == 1:
+                host = socket.inet_ntoa(_recv_exactly(sock, 4))
+            elif kind == 3:
+                host = _recv_exactly(sock, _recv_exactly(sock, 1)[0]).decode()
+            else:
+                host = socket.inet_ntop(socket.AF_INET6, _recv_exactly(sock, 16))
+            port = int.from_bytes(_recv_exactly(sock, 2), "big")
+        except (ConnectionError, OSError):
+            return
+        self.server.owner.requests.append(("SOCKS", f"{host}:{port}"))
+        if command != 1 or host not in ("127.0.0.1", "localhost"):  # loopback only
+            sock.sendall(b"\x05\x02\x00\x01\x00\x00\x00\x00\x00\x00")  # not allowed
+            return
+        with socket.create_connection(("127.0.0.1", port)) as upstream:
+            sock.sendall(b"\x05\x00\x00\x01\x00\x00\x00\x00\x00\x00")
+            _tunnel(sock, upstream)
+
 
 class _ProxyServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     tls: ssl.SSLContext | None
+    socks: bool
     owner: LoopbackProxy
 
 
 class LoopbackProxy:
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
-        self.tls = tls
+    def __init__(self, tls: ssl.SSLContext | None = None, *, socks: bool = False) -> None:
+        self.tls, self.socks = tls, socks
         self.requests: list[tuple[str, str]] = []
         self._server: _ProxyServer | None = None
         self._thread: threading.Thread | None = None
@@ -80,12 +123,12 @@ class LoopbackProxy:
     @property
     def url(self) -> str:
         assert self._server is not None
-        scheme = "https" if self.tls is not None else "http"
+        scheme = "socks5" if self.socks else "https" if self.tls is not None else "http"
         return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> LoopbackProxy:
         server = _ProxyServer(("127.0.0.1", 0), _Handler)
-        server.tls, server.owner = self.tls, self
+        server.tls, server.socks, server.owner = self.tls, self.socks, self
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

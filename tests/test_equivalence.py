@@ -274,6 +274,47 @@ def test_https_proxy_both_legs_as_stock(
         assert stock[0][0] in ("SSLError", "ProxyError")
 
 
+# --- reach: SOCKS proxies change how the socket is made, nothing of TLS -----------------
+
+
+@pytest.mark.parametrize("scheme", ["socks5", "socks5h"])
+@pytest.mark.parametrize("server_ca", ["trusted", "untrusted"])
+def test_socks_proxy_shares_and_answers_as_stock(
+    scheme: str, server_ca: str, make_server: ServerFactory, pki: PKI
+) -> None:
+    """requests[socks]: the destination's TLS runs through a SOCKS5 tunnel; the pool is
+    urllib3's SOCKS subclass, which only replaces _new_conn. socks5h: the proxy resolves."""
+    from loopback_proxy import LoopbackProxy
+
+    server = make_server(
+        client_certs="optional", ca=pki.rogue_ca if server_ca == "untrusted" else None
+    )
+    url = server.url.replace("127.0.0.1", "localhost") if scheme == "socks5h" else server.url
+    with LoopbackProxy(socks=True) as proxy:
+        proxy_url = proxy.url.replace("socks5://", f"{scheme}://")
+
+        def calls() -> list[Any]:
+            kwargs: dict[str, Any] = {"verify": pki.bundle, "proxies": {"https": proxy_url}}
+            return [
+                outcome(lambda: requests.get(url, **kwargs)),
+                outcome(lambda: requests.get(url, **kwargs, cert=pki.client_a.pair)),
+                outcome(lambda: requests.get(url, **kwargs)),
+            ]
+
+        before = requests_fastssl.stats()
+        stock, shim = stock_and_shim(calls)
+        shared = requests_fastssl.stats().since(before)
+        tunnels = [target for kind, target in proxy.requests if kind == "SOCKS"]
+    assert shim == stock
+    assert len(tunnels) == 6  # every request went through the proxy, stock and shimmed
+    if server_ca == "trusted":
+        assert stock == [("200", None), ("200", "client-a"), ("200", None)]
+        assert shared.step_asides == 0
+        assert (shared.contexts_built, shared.connections) == (2, 3)  # one per client identity
+    else:
+        assert {o[0] for o in stock} == {"SSLError"}
+
+
 # --- reach: the pool's own TLS settings are part of the key ------------------------------
 
 
