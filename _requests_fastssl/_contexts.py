@@ -366,6 +366,17 @@ def _replay(ctx: Any, setup: _Setup, next_step: str = "") -> Any:
     return private
 
 
+def _lasting(checks: list[FileCheck]) -> Exception:
+    """A load failure that the same files will give again: the registry remembers it while
+    every file is unchanged (files that could not even be read are not remembered)."""
+    from ._registry import Lasting
+
+    if not all(check.usable() for check in checks):
+        return RuntimeError("a file could not be read")
+    frozen = tuple(checks)
+    return Lasting(lambda: all(check.unchanged() for check in frozen))
+
+
 def build(spec: Spec, registry: Registry) -> Any | None:
     """Build, load and freeze the context for ``spec``; None if stock should handle it.
 
@@ -390,7 +401,10 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     if spec.cafile or spec.capath:
         checks = [FileCheck(p, d) for p, d in ((spec.cafile, False), (spec.capath, True)) if p]
         registry.count("ca_loads")
-        ctx.load_verify_locations(spec.cafile, spec.capath, None)
+        try:
+            ctx.load_verify_locations(spec.cafile, spec.capath, None)
+        except OSError as exc:  # (ssl.SSLError included)
+            raise _lasting(checks) from exc
         built.ca_checks = tuple(checks)
     if spec.cert_file:
         paths = [spec.cert_file, spec.key_file] if spec.key_file else [spec.cert_file]
@@ -400,6 +414,8 @@ def build(spec: Spec, registry: Registry) -> Any | None:
             ctx.load_cert_chain(spec.cert_file, spec.key_file, password=password)
         except _NeedsPassword:
             return None
+        except OSError as exc:  # not a certificate, a key that does not match, ...
+            raise _lasting([*built.ca_checks, *checks]) from exc
         built.chain_checks = tuple(checks)
     built.alpn = list(target.ssl_.ALPN_PROTOCOLS)
     ctx.set_alpn_protocols(built.alpn)

@@ -2,8 +2,11 @@
 
 It knows nothing about requests: callers hand it a key and a build function. N threads
 asking for the same missing key cause one build; the others wait for that build and share
-its result, including a failed one (they then all go to stock requests). Failures are never
-cached: the next request for the key tries again, so a fixed file heals on its own.
+its result, including a failed one (they then all go to stock requests). A failure is
+remembered only when the build says it will repeat for as long as a condition holds
+(``Lasting``: a file that cannot be loaded, while it is unchanged), so such requests go
+straight to stock instead of paying a CA load first; everything else is tried again on the
+next request, and a fixed file heals on its own either way.
 
 After ``os.fork()`` the child gets a fresh lock and no builds in flight (the threads running
 them stayed in the parent), and keeps every context that was complete before the fork:
@@ -23,10 +26,18 @@ from typing import Any
 
 from ._status import Stats
 
-__all__ = ["REGISTRY", "Registry"]
+__all__ = ["REGISTRY", "Lasting", "Registry"]
 
 DEFAULT_MAX_CONTEXTS = 64
 _log = logging.getLogger("requests_fastssl")
+
+
+class Lasting(Exception):  # (carries the real error as __cause__)
+    """A build failure that will repeat while ``holds()`` is true (raised from the error)."""
+
+    def __init__(self, holds: Callable[[], bool]) -> None:
+        super().__init__("the same build would fail again")
+        self.holds = holds
 
 
 class _Flight:
@@ -41,6 +52,7 @@ class Registry:
     def __init__(self, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._failures: OrderedDict[Hashable, Callable[[], bool]] = OrderedDict()
         self._flights: dict[Hashable, _Flight] = {}
         self._max = max_contexts
         self._counts: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
@@ -62,6 +74,20 @@ class Registry:
                 self._entries.move_to_end(key)
                 self._counts["reuses"] += 1
                 return found
+            holds = self._failures.get(key)
+        if holds is not None:
+            if holds():  # (outside the lock: it looks at files)
+                self.count("failures_skipped")
+                return None
+            with self._lock:
+                if self._failures.get(key) is holds:
+                    del self._failures[key]
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                self._counts["reuses"] += 1
+                return found
             flight = self._flights.get(key)
             leader = flight is None
             if flight is None:
@@ -72,9 +98,17 @@ class Registry:
                 self.count("reuses")
             return flight.result
         result = None
+        lasting: Lasting | None = None
         started = time.perf_counter()
         try:
             result = build(key)
+        except Lasting as exc:
+            lasting = exc
+            _log.debug(
+                "requests_fastssl: building a context failed (%r); stock handles it, "
+                "and will until the files change",
+                exc.__cause__,
+            )
         except Exception as exc:
             # Expected for a missing, unreadable or malformed file: stock requests will
             # raise its own error for the same request, so ours is only worth a debug line.
@@ -86,6 +120,10 @@ class Registry:
                 flight.result = result
                 if result is None:
                     self._counts["build_failures"] += 1
+                    if lasting is not None:
+                        self._failures[key] = lasting.holds
+                        while len(self._failures) > self._max:
+                            self._failures.popitem(last=False)
                 else:
                     self._counts["contexts_built"] += 1
                     self._build_seconds += elapsed
@@ -124,6 +162,7 @@ class Registry:
         """Drop every published context (pools holding one keep it until they go)."""
         with self._lock:
             self._entries.clear()
+            self._failures.clear()
 
     def stats(self) -> Stats:
         with self._lock:

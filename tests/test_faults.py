@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
-from support import PKI, ROOT, TRUST_ENV, ServerFactory, outcome
+from support import PKI, ROOT, TRUST_ENV, LoadCounter, ServerFactory, outcome
 
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
@@ -358,3 +358,51 @@ def test_context_creation_failing_then_recovering(
     assert results["shim"] == results["stock"] == ["SSLError True"] * 3 + ["200", "200"]
     assert (stats.build_failures, stats.contexts_built, stats.entries) == (3, 1, 1)
     assert not [e for e in REGISTRY._entries.values() if e is None]
+
+
+@pytest.mark.parametrize("broken", ["cert-not-a-certificate", "key-of-another-cert"])
+def test_a_file_that_fails_to_build_is_remembered_until_it_changes(
+    broken: str, pki: PKI, make_server: ServerFactory, tmp_path: Path, loads: LoadCounter
+) -> None:
+    """A client certificate that cannot be loaded fails every request, stock and shimmed.
+    The shim finds out by building once (one CA load); while the files stay the same, the
+    next requests go straight to stock instead of paying that load again. Fixed files are
+    built and shared again on the next request."""
+    server = make_server(client_certs="optional")
+    cert, key = tmp_path / "client.pem", tmp_path / "client.key"
+    results: dict[str, list[Outcome]] = {}
+    counts: dict[str, tuple[int, Stats]] = {}
+    for mode in ("stock", "shim"):
+        if broken == "cert-not-a-certificate":
+            cert.write_text("this is not a certificate\n")
+            key.write_bytes(Path(pki.client_a.key).read_bytes())
+        else:
+            cert.write_bytes(Path(pki.client_a.cert).read_bytes())
+            key.write_bytes(Path(pki.client_b.key).read_bytes())
+        before = loads.verify_locations
+        with shim_if(mode == "shim") as counters:
+
+            def get() -> Outcome:
+                return outcome(
+                    lambda: requests.get(server.url, verify=pki.bundle, cert=(str(cert), str(key)))
+                )
+
+            seen = [get() for _ in range(4)]
+            counts[mode] = (loads.verify_locations - before, counters())
+            # Fixed atomically, as a deployment would: the broken file gets client A's.
+            bad, good = (
+                (cert, pki.client_a.cert) if broken.startswith("cert") else (key, pki.client_a.key)
+            )
+            tmp = tmp_path / "fixed.tmp"
+            tmp.write_bytes(Path(good).read_bytes())
+            os.replace(tmp, bad)
+            seen += [get(), get()]
+            stats = counters()
+        results[mode] = seen
+    assert results["shim"] == results["stock"]
+    assert [o[0] for o in results["stock"]] == ["SSLError"] * 4 + ["200", "200"]
+    assert results["stock"][-1] == ("200", "client-a")
+    assert counts["stock"][0] == 4  # stock: one CA load per failing connection
+    assert counts["shim"][0] == 4 + 1  # the same, plus the one failed build
+    assert counts["shim"][1].failures_skipped == 3
+    assert (stats.build_failures, stats.contexts_built) == (1, 1)
