@@ -131,16 +131,26 @@ def run_plan(
     """
     results = {(v, s): Result(v, s, []) for s in plan.scenarios for v in plan.variants}
     total = len(results) * plan.repeat
-    children = len(results) * (plan.repeat + 1)  # with the warm-ups
+
+    def cost(scenario: Scenario) -> int:
+        # A child costs about its requests plus an interpreter start (~10 requests' worth).
+        return scenario.requests + 10
+
+    children_per_scenario = len(plan.variants) * (plan.repeat + 1)  # with the warm-ups
+    work = {"done": 0, "left": sum(cost(s) for s in plan.scenarios) * children_per_scenario}
     started = time.monotonic()
-    finished = 0
+
+    def child(variant: str, scenario: Scenario) -> Run:
+        run = _child(plan, variant, scenario)
+        work["done"] += cost(scenario)
+        work["left"] -= cost(scenario)
+        return run
 
     def left() -> str:
-        # The children so far, scaled to those to come: scenarios differ in cost, so this
-        # is rough until the last scenario has started.
-        if not finished:
+        # Time so far per unit of work, times the work to come: rough, and better as it runs.
+        if not work["done"]:
             return ""
-        seconds = (time.monotonic() - started) / finished * (children - finished)
+        seconds = (time.monotonic() - started) / work["done"] * work["left"]
         if seconds >= 90:
             return f", about {seconds / 60:.0f} min left"
         return f", about {seconds:.0f} s left"
@@ -150,8 +160,7 @@ def run_plan(
         for scenario in plan.scenarios:
             for variant in plan.variants:  # warm-up: file caches, server threads, imports
                 progress(f"warm-up {variant} {scenario.label}{left()}")
-                _child(plan, variant, scenario)
-                finished += 1
+                child(variant, scenario)
             for rep in range(plan.repeat):
                 for variant in plan.variants:
                     done += 1
@@ -160,10 +169,9 @@ def run_plan(
                         f"(repetition {rep + 1}){left()}"
                     )
                     before = server_cpu()
-                    run = _child(plan, variant, scenario)
+                    run = child(variant, scenario)
                     run.server_cpu = server_cpu() - before
                     results[(variant, scenario)].runs.append(run)
-                    finished += 1
     except KeyboardInterrupt:
         raise Interrupted([r for r in results.values() if r.runs]) from None
     return list(results.values())
