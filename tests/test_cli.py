@@ -113,7 +113,7 @@ def test_bench_uses_the_ca_given_for_an_external_server(
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert all(r["failed"] == 0 for r in data["results"])
-    assert f"certificates of {pki.bundle}" in proc.stdout
+    assert f"certificates: {pki.bundle}" in proc.stdout
 
 
 def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:

@@ -224,8 +224,9 @@ def _bench(args: argparse.Namespace) -> int:
             f"Python {machine['python']}, {machine['openssl']}, {machine['cpus']} CPUs; "
             f"requests {machine['versions']['requests']}, urllib3 {machine['versions']['urllib3']}"
         )
+        source = bundle if args.url else "certifi's bundle plus the server's CA"
         print(
-            f"one CA load: {machine['ca_load_ms']:.1f} ms ({_certificates(bundle)} of {bundle}, "
+            f"one CA load: {machine['ca_load_ms']:.1f} ms ({_certificates(bundle)}: {source}, "
             "median of 5); stock requests pays it on every new connection",
             flush=True,
         )
