@@ -11,6 +11,9 @@ Modules, one job each (docs/design.md says how they fit together):
   _compat        which requests/urllib3 can be patched; the facts read at patch time,
                  among them urllib3's settings, derived from its own code
   _wrappers      the cert_verify wrapper: attach or take back a shared context, step aside
+  _owned         adapter-owned contexts: a CA file loaded once per identity, not per
+                 connection (the wrapper on urllib3.connection.ssl_wrap_socket)
+  _warm          warm() and REQUESTS_FASTSSL_WARM: the load at start-up
   _contexts      building a context as urllib3 would; the frozen class's per-connection checks
   _keys          the registry key (Spec) and file identity (the racily-clean rule)
   _registry      key -> shared context: single flight, LRU bound, counters, fork handling
