@@ -3,7 +3,8 @@
 # debootstrap (root, Debian's archive and PyPI needed):
 #
 #   tools/platforms.sh                 every leg: host, trixie (3.13 / OpenSSL 3.5), sid (3.14 / 3.6),
-#                                      sid-3.15 (3.15 / 3.6; reported, its failure does not fail the run)
+#                                      sid-3.15 (3.15 / 3.6) and sid-pypy (PyPy 3.11 / 3.6): reported,
+#                                      their failure does not fail the run
 #   tools/platforms.sh sid -- -x -q    one leg, with arguments for pytest
 #   tools/platforms.sh sid --run CMD   any command in that leg's venv, e.g. the benchmark:
 #                                      tools/platforms.sh sid --run python -m requests_fastssl bench
@@ -14,21 +15,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${REQUESTS_FASTSSL_PLATFORMS:-$HOME/.cache/requests-fastssl/platforms}
-declare -A PYTHON=([trixie]=python3.13 [sid]=python3.14 [sid-3.15]=python3.15)
-declare -A SUITE=([trixie]=trixie [sid]=sid [sid-3.15]=sid)
+declare -A PYTHON=([trixie]=python3.13 [sid]=python3.14 [sid-3.15]=python3.15 [sid-pypy]=pypy3)
+declare -A SUITE=([trixie]=trixie [sid]=sid [sid-3.15]=sid [sid-pypy]=sid)
 # Legs whose failure is reported but does not change the exit status (interpreters whose
 # third-party wheels may lag behind).
-declare -A ALLOWED_TO_FAIL=([sid-3.15]=1)
+declare -A ALLOWED_TO_FAIL=([sid-3.15]=1 [sid-pypy]=1)
 
 legs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ] && [ "$1" != "--run" ]; do legs+=("$1"); shift; done
 mode=pytest
 if [ $# -gt 0 ] && [ "$1" = "--run" ]; then mode=run; shift; [ $# -gt 0 ] || { echo "platforms.sh: error: --run needs a command" >&2; exit 2; }
 elif [ $# -gt 0 ]; then shift; fi
-[ ${#legs[@]} -gt 0 ] || legs=(host trixie sid sid-3.15)
+[ ${#legs[@]} -gt 0 ] || legs=(host trixie sid sid-3.15 sid-pypy)
 for leg in "${legs[@]}"; do
     if [ "$leg" != host ] && [ -z "${PYTHON[$leg]:-}" ]; then
-        echo "platforms.sh: error: unknown leg $leg (host, trixie, sid, sid-3.15)" >&2; exit 2
+        echo "platforms.sh: error: unknown leg $leg (host, trixie, sid, sid-3.15, sid-pypy)" >&2; exit 2
     fi
 done
 
@@ -69,7 +70,7 @@ run_leg() {
     chroot "$root" env PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
         sh -c "$venv/bin/pip install -q -U pip && $venv/bin/pip install -q -e /src --group /src/pyproject.toml:test" \
         >"$root/pip.log" 2>&1 || { cat "$root/pip.log" >&2; return 1; }
-    chroot "$root" "$venv/bin/python" -c 'import ssl, sys; print("platforms.sh: CPython", sys.version.split()[0], "/", ssl.OPENSSL_VERSION)' >&2
+    chroot "$root" "$venv/bin/python" -c 'import platform, ssl; print("platforms.sh:", platform.python_implementation(), platform.python_version(), "/", ssl.OPENSSL_VERSION)' >&2
     local command=("$venv/bin/python" -m pytest "$@")
     if [ $mode = run ]; then command=(env "PATH=$venv/bin:/usr/bin:/bin" "$@"); fi
     chroot "$root" /bin/sh -c 'cd /src && exec "$@"' sh "${command[@]}"
