@@ -1,32 +1,28 @@
-"""What makes two shared contexts different (the registry key, ``Spec``), and file identity.
+"""What makes two shared contexts different (the registry key, ``Spec``), and file checks.
 
 A ``Spec`` holds what urllib3 would feed into a fresh context for one pool: the pool's
 ``cert_reqs``, the CA and client-certificate paths exactly as urllib3 passes them to
 ``load_verify_locations`` / ``load_cert_chain``, and the snapshot of every module-level
 setting urllib3's connection set-up reads (``Target.settings()``). File *contents* are not in
-the key: a context records the identity of every file it read (``FileCheck``), and every new
-connection made with it checks that identity again, as stock urllib3 would read the file
-again. ``FileCheck`` also applies git's "racily clean" rule: an identity taken within the
-file system's timestamp granularity of the file's last change proves nothing, so until it
-does, the file's contents are compared instead.
+the key: a context records what it read (``FileCheck``), and every new connection made with
+it checks the file again, as stock urllib3 would read it again: the same identity (a stat)
+and the same contents (read and hashed: a write through a shared mapping can leave every
+timestamp alone, a coarse clock can give two writes one timestamp, and a file that can no
+longer be opened, after the process dropped privileges, must fail as stock's read fails).
+Hashing a bundle costs a fraction of a millisecond; loading it, tens.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import time
 from typing import Any, NamedTuple
 
-__all__ = ["RACY_WINDOW_NS", "FileCheck", "FileId", "Spec", "dir_identity", "file_identity"]
+__all__ = ["FileCheck", "FileId", "Spec", "dir_identity", "file_identity"]
 
 # (st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns). ctime is in it because mtime can be
 # set back by the writer (cp -p, tar, rsync -t); ctime cannot be set from user space.
 FileId = tuple[int, int, int, int, int]
-# The coarsest timestamp granularity we allow for: FAT keeps mtimes in 2 s steps, ext3 in 1 s,
-# and a kernel's coarse clock ticks every few ms. A change closer than this to the moment
-# an identity was taken could be followed by another with the same timestamps.
-RACY_WINDOW_NS = 2_000_000_000
 
 
 def _identity(st: os.stat_result) -> FileId:
@@ -66,17 +62,6 @@ def dir_identity(path: str) -> tuple[Any, ...] | None:
     return (_identity(st), tuple(entries))
 
 
-def _changed_ns(identity: Any) -> int:
-    """The latest change time recorded in an identity (file or directory)."""
-    if identity and isinstance(identity[0], int):
-        return int(max(identity[3], identity[4]))
-    latest = max(identity[0][3], identity[0][4])
-    for _, entry in identity[1]:
-        if entry is not None:
-            latest = max(latest, entry[3], entry[4])
-    return int(latest)
-
-
 def _digest(path: str) -> bytes | None:
     import hashlib
 
@@ -88,21 +73,17 @@ def _digest(path: str) -> bytes | None:
 
 
 class FileCheck:
-    """The identity of one file or directory a context read, and whether it still holds."""
+    """What a context read from one file (or CA directory), and whether it still holds."""
 
-    __slots__ = ("clean", "digest", "identity", "is_dir", "path")
+    __slots__ = ("digest", "identity", "is_dir", "path")
 
     def __init__(self, path: str, is_dir: bool) -> None:
         self.path = path
         self.is_dir = is_dir
-        taken = time.time_ns()
         self.identity = dir_identity(path) if is_dir else file_identity(path)
         # The contents are hashed before they are loaded; the caller checks the identity
         # again afterwards, so the hash is of what was loaded.
         self.digest = None if is_dir or self.identity is None else _digest(path)
-        self.clean = self.identity is not None and taken - _changed_ns(self.identity) > (
-            RACY_WINDOW_NS
-        )
 
     def _current(self) -> Any:
         return dir_identity(self.path) if self.is_dir else file_identity(self.path)
@@ -111,19 +92,13 @@ class FileCheck:
         return self.identity is not None and (self.is_dir or self.digest is not None)
 
     def unchanged(self) -> bool:
-        """Whether the file is still the one that was read (a stat, or a hash while racy)."""
-        checked = time.time_ns()
-        if self._current() != self.identity:
+        """Whether reading the file now would give what was read then: the same identity,
+        and the same contents, read again (False if it can no longer be read). A directory
+        never counts as unchanged: OpenSSL reads its entries lazily, with the process's
+        rights at that moment, and keeps them, so no check here could stand for that."""
+        if self.is_dir or self._current() != self.identity:
             return False
-        if self.clean:
-            return True
-        if self.is_dir or _digest(self.path) != self.digest:
-            return False  # a racy directory is never trusted: the context is rebuilt
-        if checked - _changed_ns(self.identity) > RACY_WINDOW_NS:
-            # Any later change gets a later timestamp than this one, so from now on the
-            # identity alone tells.
-            self.clean = True
-        return True
+        return _digest(self.path) == self.digest
 
 
 class Spec(NamedTuple):

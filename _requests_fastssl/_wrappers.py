@@ -96,6 +96,12 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
         adopt(current, cafile, capath)
         return None, "own-context"
     cert_reqs = pool.cert_reqs
+    if capath and cert_reqs != "CERT_NONE":
+        # OpenSSL reads a CA directory's entries lazily, at verification, with the process's
+        # rights then, and keeps what it read in the context: a shared context would answer
+        # from entries a fresh one would read again (and maybe fail to). Stock's per
+        # connection cost here is small: nothing is loaded up front.
+        return None, "ca-directory"
     if not (cafile or capath) and cert_reqs != "CERT_NONE":
         import ssl
 

@@ -11,6 +11,9 @@ import functools
 import json
 import os
 import ssl
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +28,8 @@ from adapters import KwargsAdapter
 from requests.adapters import HTTPAdapter
 from support import (
     PKI,
+    ROOT,
+    TRUST_ENV,
     URLLIB3_1,
     ServerFactory,
     outcome,
@@ -674,28 +679,112 @@ def same_size(a: bytes, b: bytes) -> tuple[bytes, bytes]:
     return a + b"\n" * (size - len(a)), b + b"\n" * (size - len(b))
 
 
-def test_an_identity_taken_within_the_timestamp_granularity_proves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pki: PKI
-) -> None:
+def test_contents_are_compared_whatever_the_timestamps(tmp_path: Path, pki: PKI) -> None:
+    """A same-size rewrite that leaves the identity equal (a coarse clock, a write through a
+    shared mapping) is seen in the contents; the same contents written back are unchanged."""
     bundle = tmp_path / "bundle.pem"
-    bundle.write_bytes(Path(pki.bundle).read_bytes())
-    assert not _keys.FileCheck(str(bundle), False).clean  # just written: within the window
-    # A same-size rewrite in place on a file system with a coarse clock leaves the same
-    # identity: make the recorded one equal to what the rewrite left, as such a clock would.
     trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
     bundle.write_bytes(trusted)
     check = _keys.FileCheck(str(bundle), False)
+    assert check.unchanged()
     bundle.write_bytes(rogue)
-    check.identity = _keys.file_identity(str(bundle))
-    assert not check.unchanged()  # the contents tell
-    # With the window closed (a file system whose clock is finer than any two writes), the
-    # identity alone would have been trusted: the rule is what catches it.
-    monkeypatch.setattr(_keys, "RACY_WINDOW_NS", -(10**18))
-    blind = _keys.FileCheck(str(bundle), False)
-    assert blind.clean
+    check.identity = _keys.file_identity(str(bundle))  # as such a clock would leave it
+    assert not check.unchanged()
     bundle.write_bytes(trusted)
-    blind.identity = _keys.file_identity(str(bundle))
-    assert blind.unchanged()
+    check.identity = _keys.file_identity(str(bundle))
+    assert check.unchanged()
+    bundle.unlink()
+    assert not check.unchanged()
+
+
+def test_a_bundle_rewritten_through_a_shared_mapping_is_seen(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """Writes through a shared mmap to pages already dirty update no timestamp: stat says
+    nothing changed while the contents did. Stock reads the new contents; so must the shim."""
+    import mmap
+
+    server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
+    bundle = tmp_path / "bundle.pem"
+    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+    bundle.write_bytes(trusted)
+
+    def get(url: str) -> Any:
+        return outcome(lambda: requests.get(url, verify=str(bundle)))
+
+    def calls() -> list[Any]:
+        with open(bundle, "r+b") as f, mmap.mmap(f.fileno(), len(trusted)) as m:
+            m[:] = trusted
+            before = _keys.file_identity(str(bundle))
+            first = [get(server_a.url), get(server_b.url)]
+            m[:] = rogue  # the same pages, dirty already
+            unseen = _keys.file_identity(str(bundle)) == before
+            second = [get(server_a.url), get(server_b.url)]
+            m[:] = trusted
+        return [first, second, unseen]
+
+    stock, shim = stock_and_shim(calls)
+    assert [o[0] for o in stock[0]] == ["200", "SSLError"]
+    assert [o[0] for o in stock[1]] == ["SSLError", "200"]  # the new contents, read again
+    assert shim[:2] == stock[:2]
+
+
+def test_a_bundle_that_can_no_longer_be_opened_fails_as_stock(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """Unchanged on disk, unreadable to the process (here: no file descriptor left for it; a
+    daemon that dropped privileges is the same case): stock's load fails, so must the shim's.
+    The client runs in its own process, so that only its descriptors run out."""
+    server = make_server()
+    script = tmp_path / "no_fd.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, os, resource, sys
+            import requests
+            import requests_fastssl
+
+            mode, url, bundle = sys.argv[1:4]
+            if mode == "stock":
+                requests_fastssl.uninstall()
+
+            def get():
+                try:
+                    r = requests.get(url, verify=bundle, headers={"Connection": "close"})
+                    return [str(r.status_code), None]
+                except Exception as exc:
+                    return [type(exc).__name__, str(exc)]
+
+            out = [get()]
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 4096), hard))
+            held = []
+            try:
+                while True:
+                    held.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                pass
+            os.close(held.pop())  # one descriptor left: the connection's socket takes it
+            out.append(get())
+            for fd in held:
+                os.close(fd)
+            out.append(get())
+            print(json.dumps(out))
+            """
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    results = {}
+    for mode in ("stock", "shim"):
+        proc = subprocess.run(
+            [sys.executable, str(script), mode, server.url, pki.bundle],
+            capture_output=True, text=True, timeout=120, cwd=str(ROOT), env=env,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert results["shim"] == results["stock"]
+    assert [r[0] for r in results["stock"]] == ["200", "SSLError", "200"]
+    assert "Too many open files" in results["stock"][1][1]
 
 
 def test_a_racy_bundle_rewrite_is_seen_end_to_end(
