@@ -15,7 +15,7 @@ Modules, one job each (docs/design.md says how they fit together):
                  connection (the wrapper on urllib3.connection.ssl_wrap_socket)
   _warm          warm() and REQUESTS_FASTSSL_WARM: the load at start-up
   _contexts      building a context as urllib3 would; the frozen class's per-connection checks
-  _keys          the registry key (Spec) and file identity (the racily-clean rule)
+  _keys          the registry key (Spec) and the file checks (identity and contents)
   _registry      key -> shared context: single flight, LRU bound, counters, fork handling
   _status        the State, Status and Stats types
   _errors        the exceptions
