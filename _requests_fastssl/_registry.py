@@ -69,10 +69,8 @@ class Registry:
     def get(self, key: Hashable, build: Callable[[Any], Any | None]) -> Any | None:
         """The context for ``key``, built by ``build(key)`` if missing; None if that failed."""
         with self._lock:
-            found = self._entries.get(key)
+            found = self._hit(key)
             if found is not None:
-                self._entries.move_to_end(key)
-                self._counts["reuses"] += 1
                 return found
             holds = self._failures.get(key)
         if holds is not None:
@@ -83,10 +81,8 @@ class Registry:
                 if self._failures.get(key) is holds:
                     del self._failures[key]
         with self._lock:
-            found = self._entries.get(key)
+            found = self._hit(key)  # (built by another thread meanwhile)
             if found is not None:
-                self._entries.move_to_end(key)
-                self._counts["reuses"] += 1
                 return found
             flight = self._flights.get(key)
             leader = flight is None
@@ -131,6 +127,14 @@ class Registry:
                     self._evict()
             flight.done.set()
         return result
+
+    def _hit(self, key: Hashable) -> Any | None:
+        """The published context for ``key``, counted as a reuse (with the lock held)."""
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+            self._counts["reuses"] += 1
+        return found
 
     def discard(self, key: Hashable, value: Any) -> None:
         """Forget ``value`` as the context for ``key`` (if it still is): it is stale."""
