@@ -155,31 +155,22 @@ def _reads(roots: list[Any]) -> tuple[dict[str, tuple[Any, list[str]]], set[str]
 
 
 def _adds_only(cls: Any, base: type, allowed: set[str]) -> bool:
-    """Whether ``cls`` subclasses ``base`` and the classes between them define nothing but
-    ``allowed`` names, a constructor that passes through, and the pool's connection class."""
+    """Whether ``cls`` subclasses ``base`` and the classes between them define nothing that
+    behaves but ``allowed`` names, a constructor and the pool's connection class. Data the
+    interpreter puts in every class body (``__doc__``, ``__module__``, 3.13's
+    ``__static_attributes__`` and ``__firstlineno__``, ...) is not behaviour."""
     if not isinstance(cls, type) or not issubclass(cls, base):
         return False
     mro = cls.__mro__
     for klass in mro[: mro.index(base)]:
-        for name in vars(klass):
+        for name, value in vars(klass).items():
+            if name in allowed or name in ("ConnectionCls", "__init__"):
+                continue
             dunder = name.startswith("__") and name.endswith("__")
-            if (
-                name not in allowed
-                and name != "ConnectionCls"
-                and not (
-                    dunder
-                    and name
-                    in (
-                        "__init__",
-                        "__doc__",
-                        "__module__",
-                        "__qualname__",
-                        "__dict__",
-                        "__weakref__",
-                        "__annotations__",
-                    )
-                )
-            ):
+            data = isinstance(value, str | int | tuple | dict | types.GetSetDescriptorType) or (
+                value is None
+            )
+            if not (dunder and data):
                 return False
     return True
 

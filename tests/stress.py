@@ -73,7 +73,6 @@ CLIENTS = (
     "shared",
     "context",
     "context-empty",
-    "context-kept",  # an adapter's own context kept across requests (httpie): loaded once
     "noverify",
     "hostheader",
     "password",
@@ -223,8 +222,6 @@ class Clients:
         self.noverify = _session(NoVerifyAdapter())
         self.password = _session(PasswordAdapter())
         self._local = threading.local()
-        self._kept: dict[Case, ssl.SSLContext] = {}
-        self._kept_lock = threading.Lock()
 
     def _context_session(self, with_cas: bool) -> requests.Session:
         # A new adapter (and context) per request: urllib3 writes to a context it is given
@@ -259,17 +256,6 @@ class Clients:
         if case.client in ("context", "context-empty"):
             with self._context_session(case.client == "context") as session:
                 return session.get(url, **kwargs)
-        if case.client == "context-kept":
-            # One context per case, without CAs, kept and used by every thread: each request
-            # of the case loads the same files into it, so its history never changes an
-            # outcome, and from the second connection on the shim skips the CA load
-            # (_owned). A new Session per request, as stock pools are not fork-safe.
-            with self._kept_lock:
-                ctx = self._kept.get(case)
-                if ctx is None:
-                    ctx = self._kept[case] = create_urllib3_context()
-            with _session(ContextAdapter(ctx, proxied=True)) as session:
-                return session.get(url, **kwargs)
         session = {"shared": self.shared, "noverify": self.noverify}.get(case.client)
         return (session or self.password).get(url, **kwargs)
 
@@ -284,7 +270,7 @@ def outcome(clients: Clients, case: Case, close: bool) -> Outcome:
 
 
 def sharing_candidate(case: Case) -> bool:
-    return case.client in ("get", "shared", "context-kept") and case.proxy in (
+    return case.client in ("get", "shared") and case.proxy in (
         "none",
         "connect",
         "socks",
@@ -294,7 +280,7 @@ def sharing_candidate(case: Case) -> bool:
 def untrusted_answer(case: Case, result: Outcome) -> bool:
     """A verifying request through the default adapter answered by a server it must not
     trust: a verification bypass whatever stock did."""
-    if result[0] != "200" or case.client not in ("get", "shared", "password", "context-kept"):
+    if result[0] != "200" or case.client not in ("get", "shared", "password"):
         return False
     if case.verify == "off":
         return False

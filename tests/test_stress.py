@@ -56,8 +56,6 @@ def test_differential_stress_matches_stock(args: tuple[str, ...]) -> None:
     stats = report["shim_stats"]
     assert stats["reuses"] > 100
     assert stats["connections"] > 100
-    if int(args[1]) >= 2000:  # adapters' kept contexts came round again, and skipped a load
-        assert stats["owned_loads_avoided"] > 0
     # ... and uninstalled and reinstalled it, replaced the bundles and forked children.
     assert set(report["chaos"]) == {"clear", "flip", "rewrite", "shrink", "fork", "grow"}
     # Children that hung inside OpenSSL after a fork are stock's hazard too (tools/
