@@ -400,6 +400,10 @@ def build(spec: Spec, registry: Registry) -> Any | None:
         return None  # a factory that returns another class: not ours to judge
     if spec.cafile or spec.capath:
         checks = [FileCheck(p, d) for p, d in ((spec.cafile, False), (spec.capath, True)) if p]
+        if not all(check.usable() for check in checks):
+            # Not a regular file we could read (a pipe, /dev/fd/N from a shell's <(...)):
+            # loading it would consume what stock's own load must read.
+            return None
         registry.count("ca_loads")
         try:
             ctx.load_verify_locations(spec.cafile, spec.capath, None)
@@ -409,6 +413,8 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     if spec.cert_file:
         paths = [spec.cert_file, spec.key_file] if spec.key_file else [spec.cert_file]
         checks = [FileCheck(p, False) for p in paths]
+        if not all(check.usable() for check in checks):
+            return None  # (as above: never read what stock has to read)
         password = _no_password if secret is None else secret.value
         try:
             ctx.load_cert_chain(spec.cert_file, spec.key_file, password=password)
@@ -420,9 +426,10 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     built.alpn = list(target.ssl_.ALPN_PROTOCOLS)
     ctx.set_alpn_protocols(built.alpn)
     # The files and settings must be the ones the key names: if one changed while we
-    # read it, this context may hold either version, so it is not published.
+    # read it, this context may hold either version, so it is not published. (Contents are
+    # hashed again: a change need not move any timestamp.)
     for check in (*built.ca_checks, *built.chain_checks):
-        if not check.usable() or check._current() != check.identity:
+        if not check.unchanged():
             return None
     if target.settings() != spec.settings:
         return None

@@ -112,6 +112,11 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
     reason = _class_reason(target.context_class())
     if reason:
         return None, reason
+    password = getattr(pool, "key_password", None)
+    if password is not None and not isinstance(password, str | bytes):
+        # A callable: OpenSSL calls it at every load, and what it returns may change
+        # (a rotated or revoked secret); a shared context would have called it once.
+        return None, "key-password-callable"
     try:
         key = (
             cert_reqs,

@@ -807,3 +807,55 @@ def test_a_racy_bundle_rewrite_is_seen_end_to_end(
     assert stock[0] == ("200", None)
     assert stock[1][0] == "SSLError"
     assert shim == stock
+
+
+# --- files that must be read once, and secrets that must be asked for every time ---------------
+
+
+@pytest.mark.parametrize("what", ["bundle", "client-cert"])
+def test_a_file_given_as_a_pipe_is_read_once_as_stock(
+    what: str, make_server: ServerFactory, pki: PKI
+) -> None:
+    """`verify=/dev/fd/N` (a shell's `<(vault read ...)`): a pipe can be read once. The shim
+    must not read it to build a context, or stock's own load finds it empty."""
+    server = make_server(client_certs="optional")
+    data = Path(pki.bundle if what == "bundle" else pki.client_a.cert).read_bytes()
+
+    def calls() -> Any:
+        r, w = os.pipe()
+        os.write(w, data)  # (small enough for the pipe's buffer)
+        os.close(w)
+        try:
+            if what == "bundle":
+                return outcome(lambda: requests.get(server.url, verify=f"/dev/fd/{r}"))
+            cert = (f"/dev/fd/{r}", pki.client_a.key)
+            return outcome(lambda: requests.get(server.url, verify=pki.bundle, cert=cert))
+        finally:
+            os.close(r)
+
+    stock, shim = stock_and_shim(calls)
+    assert stock == ("200", None if what == "bundle" else "client-a")
+    assert shim == stock
+
+
+def test_a_key_password_callable_is_asked_on_every_connection(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    """OpenSSL calls a callable password at every load; a secret revoked after the first
+    connection must fail the second, as in stock."""
+    server = make_server(client_certs="optional")
+
+    def calls() -> list[Any]:
+        answers = iter(["secret", "revoked"])
+        adapter = KwargsAdapter(key_password=lambda: next(answers))
+        session = session_with(adapter)
+        cert = (pki.client_a.cert, pki.encrypted_key)
+        return [
+            outcome(lambda: session.get(server.url, verify=pki.bundle, cert=cert, headers=CLOSE))
+            for _ in range(2)
+        ]
+
+    stock, shim = stock_and_shim(calls)
+    assert stock[0] == ("200", "client-a")
+    assert stock[1][0] == "SSLError"
+    assert shim == stock
