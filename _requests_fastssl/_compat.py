@@ -309,6 +309,16 @@ class Target:
             )
         self.factory_kwargs = calls[0]
 
+        # The proxy's own TLS leg can be shared where urllib3 sets it up as _proxyleg
+        # expects: 2.x's _connect_tls_proxy, through the same set-up function.
+        proxy_leg = getattr(https, "_connect_tls_proxy", None)
+        self.proxy_leg = (
+            self.urllib3_v2
+            and setup is not None
+            and proxy_leg is not None
+            and setup.__name__ in wrapt.unwrapped(proxy_leg).__code__.co_names
+        )
+
         # (2.x sets up every TLS connection in one function; 1.26 does it in connect().)
         reads, env = _reads([setup] if setup is not None else roots)
         self.setting_names, self._snapshot = _snapshotter(reads)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._compat import Target
     from ._registry import Registry
 
-__all__ = ["build", "spec_of"]
+__all__ = ["build", "open_setup", "spec_of"]
 
 # SSLContext methods that change a context and that urllib3 never calls on a context it is
 # given: a frozen context refuses them.
@@ -130,6 +130,12 @@ def _frozen_setattr(self: Any, name: str, value: Any) -> None:
             _setups()[id(self)] = _Setup()
         return  # same value: nothing to do, and OpenSSL is not touched
     raise _refusal(f"set {name}={value!r}")
+
+
+def open_setup(ctx: Any) -> None:
+    """Start a urllib3 connection set-up on ``ctx`` on this thread, as urllib3's first write
+    to a context it is given does (``_proxyleg``: that write went to the fresh context)."""
+    _setups()[id(ctx)] = _Setup()
 
 
 def _called_from_urllib3() -> bool:

@@ -204,12 +204,15 @@ def _activate(adapters: ModuleType) -> None:
     import urllib3.connection
     import wrapt
 
-    from . import _owned
+    from . import _owned, _proxyleg
 
-    hooks = (
+    hooks = [
         (adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper),
         (urllib3.connection, "ssl_wrap_socket", _owned.ssl_wrap_socket_wrapper),
-    )
+    ]
+    if STATE.target is not None and STATE.target.proxy_leg:
+        https = urllib3.connection.HTTPSConnection
+        hooks.append((https, "_connect_tls_proxy", _proxyleg.connect_tls_proxy_wrapper))
     for owner, name, wrapper in hooks:
         if any(o is owner and n == name for o, n, _ in STATE.handles):
             continue  # left inactive by uninstall() under another layer: reused

@@ -15,7 +15,8 @@ on the context, every connection, stays as it is.
 
 The hook is ``urllib3.connection.ssl_wrap_socket``, the one place both urllib3 1.26 and 2.x
 load a given context's CA file; it acts only for contexts the ``cert_verify`` wrapper
-adopted from a requests pool, so other urllib3 users are not touched.
+adopted from a requests pool, so other urllib3 users are not touched. (It is also where an
+HTTPS proxy's own leg gets its shared context: ``_proxyleg``.)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import weakref
 from typing import Any
 
 from ._keys import FileCheck
+from ._proxyleg import take
 from ._registry import REGISTRY
 from ._state import STATE
 
@@ -62,6 +64,9 @@ def ssl_wrap_socket_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any)
     ctx = kwargs.get("ssl_context")
     if ctx is None or not STATE.active:
         return wrapped(*args, **kwargs)
+    shared = take(ctx)  # an HTTPS proxy's own leg (_proxyleg)
+    if shared is not None:
+        return wrapped(*args, **{**kwargs, "ssl_context": shared})
     try:
         files = _loaded.get(ctx)
     except TypeError:

@@ -47,7 +47,9 @@ class Stats(NamedTuple):
     they read changed; ``owned_loads_avoided``: connections of pools with an adapter's own
     context that skipped loading a CA file that context already held (``_owned``);
     ``failures_skipped``: requests sent straight to stock because the same files failed to
-    build before and have not changed (no CA load paid to find that out again).
+    build before and have not changed (no CA load paid to find that out again);
+    ``proxy_legs``: TLS connections to an HTTPS proxy made with a shared context (also
+    counted in ``connections``; urllib3 2.x only).
     """
 
     contexts_built: int = 0
@@ -64,6 +66,7 @@ class Stats(NamedTuple):
     discards: int = 0
     owned_loads_avoided: int = 0
     failures_skipped: int = 0
+    proxy_legs: int = 0
     step_aside_reasons: Mapping[str, int] = {}
 
     @property

@@ -33,7 +33,7 @@ from ._owned import adopt
 from ._registry import REGISTRY
 from ._state import STATE
 
-__all__ = ["cert_verify_wrapper", "detach_all"]
+__all__ = ["cert_verify_wrapper", "class_reason", "detach_all"]
 
 _log = logging.getLogger("requests_fastssl")
 # Pools holding a shared context, so that uninstall() can hand them back to stock.
@@ -109,7 +109,7 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
             # Stock loads the system store for it, whose location OpenSSL reads from the
             # environment and its configuration: not something we can key.
             return None, "default-store"
-    reason = _class_reason(target.context_class())
+    reason = class_reason(target.context_class())
     if reason:
         return None, reason
     password = getattr(pool, "key_password", None)
@@ -178,7 +178,7 @@ _KNOWN_CLASSES = (
 _class_reasons: dict[type, str] = {}
 
 
-def _class_reason(cls: type) -> str:
+def class_reason(cls: type) -> str:
     """Empty if contexts of ``cls`` may be shared, else the step-aside reason."""
     reason = _class_reasons.get(cls)
     if reason is None:

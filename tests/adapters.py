@@ -58,3 +58,16 @@ class KwargsAdapter(HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         kwargs.update(self._tls)
         super().init_poolmanager(*args, **kwargs)
+
+
+class ProxyKwargsAdapter(HTTPAdapter):
+    """An adapter whose proxy managers carry extra kwargs: urllib3's settings for the TLS
+    leg to an HTTPS proxy (``proxy_assert_hostname``, ``proxy_ssl_context``, ...)."""
+
+    def __init__(self, **proxy_kwargs: Any) -> None:
+        self._proxy_kwargs = proxy_kwargs
+        super().__init__()
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        kwargs.update(self._proxy_kwargs)
+        return super().proxy_manager_for(proxy, **kwargs)

@@ -1,6 +1,7 @@
 """A forward proxy on 127.0.0.1 for the proxy tests: CONNECT tunnels to loopback targets,
 and for absolute-form requests (``GET http://...``) a JSON answer of its own. With a
-server-side SSLContext it is an HTTPS proxy (TLS between client and proxy); with
+server-side SSLContext it is an HTTPS proxy (TLS between client and proxy; it records the
+client certificate each TLS connection showed it, if its context asks for one); with
 ``socks=True`` a SOCKS5 proxy (no authentication, CONNECT only)."""
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import socketserver
 import ssl
 import threading
 from typing import Any
+
+from _requests_fastssl.cli.server import _common_name
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
@@ -56,6 +59,8 @@ class _Handler(socketserver.BaseRequestHandler):
                 sock = self.server.tls.wrap_socket(sock, server_side=True)
             except (OSError, ssl.SSLError):
                 return
+            # The client certificate shown to the proxy (its common name), if any.
+            self.server.owner.client_cns.append(_common_name(sock.getpeercert()))
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = sock.recv(4096)
@@ -117,8 +122,14 @@ class LoopbackProxy:
     def __init__(self, tls: ssl.SSLContext | None = None, *, socks: bool = False) -> None:
         self.tls, self.socks = tls, socks
         self.requests: list[tuple[str, str]] = []
+        self.client_cns: list[str | None] = []  # per TLS leg to the proxy
         self._server: _ProxyServer | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return int(self._server.server_address[1])
 
     @property
     def url(self) -> str:

@@ -31,6 +31,7 @@ from support import (
     ROOT,
     TRUST_ENV,
     URLLIB3_1,
+    LoadCounter,
     ServerFactory,
     outcome,
     run_python,
@@ -238,45 +239,167 @@ def test_a_pool_first_proven_then_used_directly(
     assert shim == stock
 
 
-# --- reach: HTTPS proxies share the destination leg's context -----------------------------
+# --- reach: HTTPS proxies share both legs' contexts ---------------------------------------
 
 
-@pytest.mark.parametrize("bundle", ["trusted", "proxy-untrusted", "server-untrusted"])
+def _proxy_context(pki: PKI, ca: Any) -> ssl.SSLContext:
+    """An HTTPS proxy's server side with a certificate from ``ca``, asking every client for a
+    certificate (optional), so the test sees whether the proxy leg presents one."""
+    return server_context(ca, ("127.0.0.1",), client_ca=pki.ca, client_mode=ssl.CERT_OPTIONAL)
+
+
+@pytest.mark.parametrize("cert", [None, "client-a"])
+@pytest.mark.parametrize("case", ["trusted", "proxy-untrusted", "server-untrusted", "verify-false"])
 def test_https_proxy_both_legs_as_stock(
-    bundle: str, make_server: ServerFactory, pki: PKI, tmp_path: Path
+    case: str, cert: str | None, make_server: ServerFactory, pki: PKI, loads: LoadCounter
 ) -> None:
-    """Through an HTTPS proxy the pool's paths verify both the proxy (its own leg, which
+    """Through an HTTPS proxy the pool's CA file verifies both the proxy (its own leg, which
     never presents a client certificate) and the server (TLS in TLS, with the client
-    certificate): the shim shares the second leg's context only, and trust is stock's."""
+    certificate). With the shim both legs use shared contexts: one for both without a
+    client certificate, one per leg with one. Outcomes, the identity each peer saw and
+    trust are stock's; loads are not."""
     from loopback_proxy import LoopbackProxy
 
     server = make_server(
-        client_certs="optional", ca=pki.rogue_ca if bundle == "server-untrusted" else None
+        client_certs="optional", ca=pki.rogue_ca if case == "server-untrusted" else None
     )
-    proxy_ca = pki.rogue_ca if bundle == "proxy-untrusted" else pki.ca
-    with LoopbackProxy(tls=server_context(proxy_ca, ("127.0.0.1",))) as proxy:
+    proxy_ca = pki.rogue_ca if case == "proxy-untrusted" else pki.ca
+    seen: list[Any] = []
+    with LoopbackProxy(tls=_proxy_context(pki, proxy_ca)) as proxy:
 
         def calls() -> list[Any]:
             session = requests.Session()
             kwargs: dict[str, Any] = {
-                "verify": pki.bundle,
-                "cert": pki.client_a.pair,
+                "verify": False if case == "verify-false" else pki.bundle,
+                "cert": pki.client_a.pair if cert else None,
                 "proxies": {"https": proxy.url},
+                "headers": CLOSE,
             }
+            before = (loads.verify_locations, loads.default_certs)
+            del proxy.client_cns[:]
+            got = [outcome(lambda: session.get(server.url, **kwargs)) for _ in range(3)]
+            seen.append((loads.verify_locations - before[0], loads.default_certs - before[1]))
+            return [got, list(proxy.client_cns)]
+
+        before = requests_fastssl.stats()
+        stock, shim = stock_and_shim(calls)
+        shared = requests_fastssl.stats().since(before)
+    assert shim == stock
+    results, proxy_saw = stock
+    assert proxy_saw == [None] * len(proxy_saw)  # no leg to the proxy showed a certificate
+    if case == "trusted":
+        assert results == [("200", cert)] * 3
+        assert len(proxy_saw) == 3
+    elif case == "verify-false":
+        assert results == [("200", cert)] * 3
+    else:
+        assert results[0][0] in ("SSLError", "ProxyError")
+    (stock_loads, stock_defaults), (shim_loads, shim_defaults) = seen
+    if case == "trusted":
+        assert stock_loads == 6  # two legs, three connections
+        if URLLIB3_1:  # (1.26 sets up the proxy leg its own way: left stock)
+            assert shim_loads == 1 + 3
+        else:
+            assert shim_loads == (2 if cert else 1)
+            assert shared.proxy_legs == 3
+            assert shared.connections == 6
+            assert shared.step_asides == 0
+    elif case == "verify-false":
+        # Stock loads the system store for each unverified proxy leg (and each server leg);
+        # the shim saves the server legs' and leaves the proxy legs' as they are.
+        assert (stock_loads, shim_loads) == (0, 0)
+        assert shim_defaults == stock_defaults - 3
+        assert shared.proxy_legs == 0
+
+
+@pytest.mark.parametrize(
+    "proxy_kwargs",
+    [
+        {"proxy_assert_hostname": "127.0.0.1"},
+        {"proxy_assert_hostname": "other.example"},
+        {"proxy_assert_hostname": False},
+        {"proxy_assert_fingerprint": "right"},
+        {"proxy_assert_fingerprint": "00" * 32},
+        {"proxy_ssl_context": "trusting-rogue"},
+    ],
+    ids=lambda kwargs: "-".join(f"{k}={v}" for k, v in kwargs.items()),
+)
+def test_https_proxy_leg_host_checks_as_stock(
+    proxy_kwargs: dict[str, Any], make_server: ServerFactory, pki: PKI
+) -> None:
+    """urllib3's own checks of the proxy (an asserted host name, a fingerprint) and a
+    proxy context of the user's: each value its own context (or stock), same outcomes."""
+    from adapters import ProxyKwargsAdapter
+    from loopback_proxy import LoopbackProxy
+
+    server = make_server()
+    proxy_context = _proxy_context(pki, pki.rogue_ca)  # trusted only by the user's context
+    kwargs = dict(proxy_kwargs)
+    with LoopbackProxy(tls=proxy_context) as proxy:
+        der = ssl.PEM_cert_to_DER_cert(ssl.get_server_certificate(("127.0.0.1", proxy.port)))
+        if kwargs.get("proxy_assert_fingerprint") == "right":
+            import hashlib
+
+            kwargs["proxy_assert_fingerprint"] = hashlib.sha256(der).hexdigest()
+        if kwargs.get("proxy_ssl_context") == "trusting-rogue":
+            user_ctx = ssl.create_default_context(cafile=pki.rogue_bundle)
+            kwargs["proxy_ssl_context"] = user_ctx
+        # The pool's bundle trusts the proxy too, except with the user's proxy context.
+        bundle = pki.bundle if "proxy_ssl_context" in kwargs else pki.both_bundle
+
+        def calls() -> list[Any]:
+            session = session_with(ProxyKwargsAdapter(**kwargs))
             return [
-                outcome(lambda: session.get(server.url, **kwargs, headers=CLOSE)) for _ in range(3)
+                outcome(
+                    lambda: session.get(
+                        server.url, verify=bundle, proxies={"https": proxy.url}, headers=CLOSE
+                    )
+                )
+                for _ in range(2)
             ]
 
         before = requests_fastssl.stats()
         stock, shim = stock_and_shim(calls)
         shared = requests_fastssl.stats().since(before)
     assert shim == stock
-    if bundle == "trusted":
-        assert stock == [("200", "client-a")] * 3
-        assert shared.step_asides == 0
-        assert shared.connections == 3  # the destination legs, with the shared context
-    else:
-        assert stock[0][0] in ("SSLError", "ProxyError")
+    wrong = proxy_kwargs.get("proxy_assert_hostname") == "other.example" or (
+        proxy_kwargs.get("proxy_assert_fingerprint") == "00" * 32
+    )
+    assert (stock[0][0] != "200") == wrong, stock
+    if not URLLIB3_1 and not wrong:
+        assert shared.proxy_legs == (0 if "proxy_ssl_context" in kwargs else 2)
+
+
+def test_https_proxy_leg_sees_a_rewritten_bundle(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """The proxy leg's shared context checks the CA file on every connection, as stock loads
+    it: trust in the proxy (here the only leg the rewrite affects) changes with it."""
+    from loopback_proxy import LoopbackProxy
+
+    server = make_server()  # from the CA both bundles hold
+    bundle = tmp_path / "bundle.pem"
+    with LoopbackProxy(tls=_proxy_context(pki, pki.rogue_ca)) as proxy:
+
+        def calls() -> list[Any]:
+            got = []
+            for contents in (pki.both_bundle, pki.bundle, pki.both_bundle):
+                bundle.write_bytes(Path(contents).read_bytes())
+                got.append(
+                    outcome(
+                        lambda: requests.get(
+                            server.url,
+                            verify=str(bundle),
+                            proxies={"https": proxy.url},
+                            headers=CLOSE,
+                        )
+                    )
+                )
+            return got
+
+        stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    assert [status for status, _ in stock] == ["200", "ProxyError", "200"], stock
 
 
 # --- reach: SOCKS proxies change how the socket is made, nothing of TLS -----------------

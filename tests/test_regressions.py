@@ -720,7 +720,7 @@ def test_r10_truststore_before_0_10_4_is_never_shared(monkeypatch: pytest.Monkey
 
     def reason(cls: type) -> str:
         _wrappers._class_reasons.clear()  # the verdict is cached per class
-        return _wrappers._class_reason(cls)
+        return _wrappers.class_reason(cls)
 
     monkeypatch.setattr(truststore, "__version__", "0.10.3")
     assert reason(truststore.SSLContext) == "context-class-version"
