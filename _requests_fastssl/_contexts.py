@@ -24,6 +24,7 @@ fast path is taken.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -412,7 +413,11 @@ def build(spec: Spec, registry: Registry) -> Any | None:
             return None
         registry.count("ca_loads")
         try:
-            ctx.load_verify_locations(spec.cafile, spec.capath, None)
+            if spec.cafile:
+                with checks[0].snapshot() as cafile:  # the bytes every check compares to
+                    ctx.load_verify_locations(cafile, spec.capath, None)
+            else:
+                ctx.load_verify_locations(None, spec.capath, None)
         except OSError as exc:  # (ssl.SSLError included)
             raise _lasting(checks) from exc
         built.ca_checks = tuple(checks)
@@ -423,7 +428,9 @@ def build(spec: Spec, registry: Registry) -> Any | None:
             return None  # (as above: never read what stock has to read)
         password = _no_password if secret is None else secret.value
         try:
-            ctx.load_cert_chain(spec.cert_file, spec.key_file, password=password)
+            with contextlib.ExitStack() as stack:
+                files = [stack.enter_context(check.snapshot()) for check in checks]
+                ctx.load_cert_chain(files[0], files[1] if spec.key_file else None, password)
         except _NeedsPassword:
             return None
         except OSError as exc:  # not a certificate, a key that does not match, ...
@@ -431,9 +438,9 @@ def build(spec: Spec, registry: Registry) -> Any | None:
         built.chain_checks = tuple(checks)
     built.alpn = list(target.ssl_.ALPN_PROTOCOLS)
     ctx.set_alpn_protocols(built.alpn)
-    # The files and settings must be the ones the key names: if one changed while we
-    # read it, this context may hold either version, so it is not published. (Contents are
-    # hashed again: a change need not move any timestamp.)
+    # The files and settings must be the ones the key names: if one changed since it was
+    # read, it is not published (a rebuild will read the new one, as stock would). Where
+    # there is no snapshot to load from, this also catches a change during the load.
     for check in (*built.ca_checks, *built.chain_checks):
         if not check.unchanged():
             return None

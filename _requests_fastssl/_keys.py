@@ -6,16 +6,19 @@ A ``Spec`` holds what urllib3 would feed into a fresh context for one pool: the 
 setting urllib3's connection set-up reads (``Target.settings()``). File *contents* are not in
 the key: a context records what it read (``FileCheck``), and every new connection made with
 it checks the file again, as stock urllib3 would read it again: the same identity (a stat)
-and the same contents (read and hashed: a write through a shared mapping can leave every
-timestamp alone, a coarse clock can give two writes one timestamp, and a file that can no
-longer be opened, after the process dropped privileges, must fail as stock's read fails).
-Hashing a bundle costs a fraction of a millisecond; loading it, tens.
+and the same contents (read and compared byte for byte: a write through a shared mapping
+can leave every timestamp alone, a coarse clock can give two writes one timestamp, and a
+file that can no longer be opened, after the process dropped privileges, must fail as
+stock's read fails). Comparing a bundle costs some 30 microseconds; loading it, tens of
+milliseconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 __all__ = ["FileCheck", "FileId", "Spec", "dir_identity", "file_identity"]
@@ -62,48 +65,83 @@ def dir_identity(path: str) -> tuple[Any, ...] | None:
     return (_identity(st), tuple(entries))
 
 
-def _digest(path: str) -> bytes | None:
-    """SHA-256 of the file's contents, None if it cannot be read. In 64 KiB pieces: every new
-    connection hashes, and 300 of them at once must not hold 300 copies of a bundle."""
-    import hashlib
+def _read(path: str) -> bytes | None:
+    """The file's contents, None if it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
-    digest = hashlib.sha256()
+
+def _same_contents(path: str, expected: bytes) -> bool:
+    """Whether the file holds exactly ``expected`` (False if it cannot be read). Compared in
+    64 KiB pieces, without hashing: every new connection checks, and 300 of them at once
+    must not hold 300 copies of a bundle."""
+    offset = 0
     try:
         with open(path, "rb") as f:
             while piece := f.read(65536):
-                digest.update(piece)
+                if not expected.startswith(piece, offset):  # (a memcmp, no copy)
+                    return False
+                offset += len(piece)
     except OSError:
-        return None
-    return digest.digest()
+        return False
+    return offset == len(expected)
 
 
 class FileCheck:
     """What a context read from one file (or CA directory), and whether it still holds."""
 
-    __slots__ = ("digest", "identity", "is_dir", "path")
+    __slots__ = ("contents", "identity", "is_dir", "path")
 
     def __init__(self, path: str, is_dir: bool) -> None:
         self.path = path
         self.is_dir = is_dir
         self.identity = dir_identity(path) if is_dir else file_identity(path)
-        # The contents are hashed before they are loaded; the caller checks the identity
-        # again afterwards, so the hash is of what was loaded.
-        self.digest = None if is_dir or self.identity is None else _digest(path)
+        # Read after the identity: a change in between gives another identity by the next
+        # check, so such a check never holds (a rebuild, not a wrong context).
+        self.contents = None if is_dir or self.identity is None else _read(path)
 
     def _current(self) -> Any:
         return dir_identity(self.path) if self.is_dir else file_identity(self.path)
 
     def usable(self) -> bool:
-        return self.identity is not None and (self.is_dir or self.digest is not None)
+        return self.identity is not None and (self.is_dir or self.contents is not None)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[str]:
+        """A path that reads exactly the contents this check holds, to load from: a file
+        that changes while OpenSSL reads it (and changes back) cannot leave the context
+        with contents other than those every later check compares against. Linux: an
+        in-memory file, gone when the block ends. Elsewhere the file's own path, and the
+        caller checks again after loading."""
+        fd = -1
+        if self.contents is not None and hasattr(os, "memfd_create"):
+            try:
+                fd = os.memfd_create("requests_fastssl", os.MFD_CLOEXEC)
+            except OSError:
+                fd = -1
+        if fd < 0:
+            yield self.path
+            return
+        try:
+            view = memoryview(self.contents or b"")
+            while view:
+                view = view[os.write(fd, view) :]
+            path = f"/proc/self/fd/{fd}"
+            yield path if os.path.exists(path) else self.path  # (/proc may not be mounted)
+        finally:
+            os.close(fd)
 
     def unchanged(self) -> bool:
         """Whether reading the file now would give what was read then: the same identity,
         and the same contents, read again (False if it can no longer be read). A directory
         never counts as unchanged: OpenSSL reads its entries lazily, with the process's
         rights at that moment, and keeps them, so no check here could stand for that."""
-        if self.is_dir or self._current() != self.identity:
+        if self.is_dir or self.contents is None or self._current() != self.identity:
             return False
-        return _digest(self.path) == self.digest
+        return _same_contents(self.path, self.contents)
 
 
 class Spec(NamedTuple):

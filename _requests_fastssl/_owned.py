@@ -86,12 +86,21 @@ def ssl_wrap_socket_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any)
         # handshake) runs as stock.
         REGISTRY.count("owned_loads_avoided")
         return wrapped(*args, **{**kwargs, "ca_certs": None})
-    check = FileCheck(cafile, is_dir=False)  # before the load: a change during it shows
-    result = wrapped(*args, **kwargs)
-    if check.usable() and check.unchanged():
+    check = FileCheck(cafile, is_dir=False)
+    if not check.usable():
+        return wrapped(*args, **kwargs)  # a pipe, say: stock's load must be the one to read it
+    try:
+        # The load urllib3 would make first, from the bytes later checks compare against.
+        with check.snapshot() as path:
+            ctx.load_verify_locations(path)
+    except Exception:
+        # Stock's own load then raises its own error (adding again what ours added, which
+        # OpenSSL ignores, as it ignores certificates it holds).
+        return wrapped(*args, **kwargs)
+    if check.unchanged():  # (without a snapshot, a change during the load shows here)
         with _lock:
             files[cafile] = check
-    return result
+    return wrapped(*args, **{**kwargs, "ca_certs": None})
 
 
 def forget_all() -> None:

@@ -4,12 +4,15 @@ a request gave with and without the shim. Fixtures live in the root ``conftest.p
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import re
+import ssl
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,3 +158,39 @@ def stock_and_shim(calls: Callable[[], Any]) -> tuple[Any, Any]:
     finally:
         requests_fastssl.uninstall()
     return stock, shim
+
+
+@contextlib.contextmanager
+def other_contents_during_first_load(
+    mapping: mmap.mmap, during: bytes, after: bytes
+) -> Iterator[None]:
+    """Within the block, the first client-side ``load_verify_locations`` in this thread reads
+    ``during`` from the file behind ``mapping`` (a shared mmap of it), which holds ``after``
+    again before the load returns: a change no timestamp shows and no check can see, timed
+    by the profiler (an attacker's best case)."""
+    flips: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if getattr(arg, "__name__", "") != "load_verify_locations":
+            return
+        if getattr(getattr(arg, "__self__", None), "protocol", None) == ssl.PROTOCOL_TLS_SERVER:
+            return
+        if event == "c_call" and not flips:
+            mapping[:] = during
+            flips.append("during")
+        elif event in ("c_return", "c_exception") and flips == ["during"]:
+            mapping[:] = after
+            flips.append("after")
+
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+    assert flips == ["during", "after"], "no client-side load happened in the block"
+
+
+def same_size(a: bytes, b: bytes) -> tuple[bytes, bytes]:
+    """Two PEM files padded to one size (OpenSSL ignores text outside the PEM blocks)."""
+    size = max(len(a), len(b))
+    return a + b"\n" * (size - len(a)), b + b"\n" * (size - len(b))

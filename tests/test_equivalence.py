@@ -33,8 +33,10 @@ from support import (
     URLLIB3_1,
     LoadCounter,
     ServerFactory,
+    other_contents_during_first_load,
     outcome,
     run_python,
+    same_size,
     session_with,
     stock_and_shim,
 )
@@ -796,12 +798,6 @@ def test_activation_adds_no_warning_to_a_strict_pytest_session(
 # --- root 8: coarse timestamps --------------------------------------------------------------
 
 
-def same_size(a: bytes, b: bytes) -> tuple[bytes, bytes]:
-    """Two PEM files padded to one size (OpenSSL ignores text outside the PEM blocks)."""
-    size = max(len(a), len(b))
-    return a + b"\n" * (size - len(a)), b + b"\n" * (size - len(b))
-
-
 def test_contents_are_compared_whatever_the_timestamps(tmp_path: Path, pki: PKI) -> None:
     """A same-size rewrite that leaves the identity equal (a coarse clock, a write through a
     shared mapping) is seen in the contents; the same contents written back are unchanged."""
@@ -850,6 +846,39 @@ def test_a_bundle_rewritten_through_a_shared_mapping_is_seen(
     assert [o[0] for o in stock[0]] == ["200", "SSLError"]
     assert [o[0] for o in stock[1]] == ["SSLError", "200"]  # the new contents, read again
     assert shim[:2] == stock[:2]
+
+
+def test_contents_seen_only_during_a_load_are_not_kept(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """The bundle holds other contents exactly while the first load reads it, and its own
+    again before the load returns, with no timestamp moving (a shared mapping; the profiler
+    times it). Every later connection must trust what the file holds then, as stock's own
+    load would: the shared context is loaded from the bytes its checks compare against, so
+    what OpenSSL read in that moment is never kept."""
+    import mmap
+
+    server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
+    bundle = tmp_path / "bundle.pem"
+    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+    bundle.write_bytes(trusted)
+
+    def get(url: str) -> Any:
+        return outcome(lambda: requests.get(url, verify=str(bundle), headers=CLOSE))
+
+    def calls() -> list[Any]:
+        with open(bundle, "r+b") as f, mmap.mmap(f.fileno(), len(trusted)) as m:
+            m[:] = trusted  # dirty pages: later writes move no timestamp
+            with other_contents_during_first_load(m, rogue, trusted):
+                get(server_a.url)  # its load, whenever it is, reads the other contents
+            return [get(server_a.url), get(server_b.url), get(server_a.url)]
+
+    before = requests_fastssl.stats()
+    stock, shim = stock_and_shim(calls)
+    shared = requests_fastssl.stats().since(before)
+    assert [status for status, _ in stock] == ["200", "SSLError", "200"]
+    assert shim == stock
+    assert shared.connections == 4  # the shim served them from its shared context
 
 
 def test_a_bundle_that_can_no_longer_be_opened_fails_as_stock(

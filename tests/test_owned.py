@@ -14,7 +14,15 @@ from typing import Any
 import requests
 import urllib3
 from adapters import ContextAdapter
-from support import PKI, LoadCounter, outcome, session_with, stock_and_shim
+from support import (
+    PKI,
+    LoadCounter,
+    other_contents_during_first_load,
+    outcome,
+    same_size,
+    session_with,
+    stock_and_shim,
+)
 
 import requests_fastssl
 
@@ -204,3 +212,36 @@ def test_after_uninstall_an_adopted_context_loads_every_time(pki: PKI, make_serv
         for _ in range(2):
             assert get(adapter, server.url, pki.bundle)().status_code == 200
         assert loads.count == 3
+
+
+def test_contents_seen_only_during_the_first_load_are_not_kept(
+    pki: PKI, make_server: Any, tmp_path: Path
+) -> None:
+    """A known limit, in the safe direction. The bundle holds other contents exactly while
+    the first load into the adapter's context reads it (see
+    ``other_contents_during_first_load``). Stock's context keeps what that load read, so a
+    certificate only those contents held verifies from then on. The shim loads the context
+    from the bytes its later checks compare against: the file's own contents verify, and
+    what was there only in that moment does not."""
+    import mmap
+
+    good, rogue = make_server(), make_server(ca=pki.rogue_ca)
+    bundle = tmp_path / "bundle.pem"
+    trusted, other = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+    bundle.write_bytes(trusted)
+
+    def calls() -> list[Any]:
+        adapter = ContextAdapter(fresh_context())
+        with open(bundle, "r+b") as f, mmap.mmap(f.fileno(), len(trusted)) as m:
+            m[:] = trusted  # dirty pages: later writes move no timestamp
+            with other_contents_during_first_load(m, other, trusted):
+                first = outcome(get(adapter, good.url, str(bundle)))
+            return [
+                first,
+                outcome(get(adapter, good.url, str(bundle))),
+                outcome(get(adapter, rogue.url, str(bundle))),
+            ]
+
+    stock, shim = stock_and_shim(calls)
+    assert [status for status, _ in stock] == ["SSLError", "200", "200"]
+    assert [status for status, _ in shim] == ["200", "200", "SSLError"]
