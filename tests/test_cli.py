@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import PKI, PRELOADED, ROOT, run_python
+from support import PKI, PRELOADED, ROOT, ServerFactory, run_python
 
 pytestmark = pytest.mark.subprocess  # every test here runs the CLI in a fresh interpreter
 
@@ -244,3 +244,55 @@ def test_console_script_is_declared() -> None:
         """
     )
     assert out.strip() == "_requests_fastssl.cli:main"
+
+
+def test_doctor_url_says_whether_the_request_shared_and_why_not(
+    pki: PKI, make_server: ServerFactory, tmp_path: Path
+) -> None:
+    server = make_server(client_certs="optional")
+    shared = cli(
+        "doctor", "--url", server.url, "--verify", pki.bundle, "--cert", pki.client_a.combined
+    )
+    assert shared.returncode == 0, shared.stdout + shared.stderr
+    assert "self-test" not in shared.stdout  # --url replaces it
+    assert "HTTP 200" in shared.stdout
+    assert (
+        "shared: yes, 1 TLS connection(s) used a shared context (built now, with 1 CA load(s))"
+        in (shared.stdout)
+    )
+
+    directory = tmp_path / "cas"
+    directory.mkdir()
+    aside = cli("doctor", "--url", server.url, "--verify", str(directory))
+    assert aside.returncode == 1  # the request raised (an empty CA directory trusts nothing)
+    assert "SSLError" in aside.stdout
+    assert "shared: no, left to stock requests (ca-directory)" in aside.stdout
+
+    not_a_cert = cli("doctor", "--url", server.url, "--verify", pki.bundle, "--cert", pki.bundle)
+    assert not_a_cert.returncode == 1
+    assert "shared: no, left to stock requests (build-failed)" in not_a_cert.stdout
+
+    off = cli(
+        "doctor", "--url", server.url, "--verify", pki.bundle, env={"REQUESTS_FASTSSL_DISABLE": "1"}
+    )
+    assert off.returncode == 1
+    assert "HTTP 200" in off.stdout
+    assert "shared: no, the shim is off in this process" in off.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--verify", "false"], "--verify: only with --url"),
+        (["--cert", "c.pem"], "--cert: only with --url"),
+        (["--url", "http://127.0.0.1/"], "--url: need an https:// URL with a host"),
+        (["--url", "https://127.0.0.1/", "--verify", "nowhere"], "--verify: need true, false or"),
+        (["--url", "https://127.0.0.1/", "--key", "k.pem"], "--key: only with --cert"),
+        (["--url", "https://127.0.0.1/", "--cert", "nowhere.pem"], "--cert: no such file"),
+    ],
+)
+def test_doctor_url_arguments_are_checked_first(args: list[str], message: str) -> None:
+    proc = cli("doctor", *args)
+    assert proc.returncode == 2
+    assert f"error: {message}" in proc.stderr
+    assert proc.stdout == ""  # nothing ran

@@ -108,13 +108,29 @@ def _parser() -> argparse.ArgumentParser:
         "doctor",
         help="versions, activation modes, the CA bundle in use and its cost, and a self-test",
         description="Exit 1 when the shim is not active, the CA bundle verify=True would use "
-        "cannot be loaded, or the self-test fails.",
+        "cannot be loaded, the self-test fails, or the --url request raises.",
     )
     doctor.add_argument(
         "--no-self-test",
         action="store_true",
         help="skip the real requests against an embedded HTTPS server on 127.0.0.1",
     )
+    doctor.add_argument(
+        "--url",
+        metavar="URL",
+        help="instead of the self-test, make one GET to this https:// URL (a new connection; "
+        "proxies from the environment apply, as in requests) and say whether it used a "
+        "shared context, and if not, why",
+    )
+    doctor.add_argument(
+        "--verify",
+        metavar="true|false|PATH",
+        help="with --url: requests' verify (default true; a CA bundle file or directory)",
+    )
+    doctor.add_argument(
+        "--cert", metavar="FILE", help="with --url: a client certificate (PEM, maybe with its key)"
+    )
+    doctor.add_argument("--key", metavar="FILE", help="with --url and --cert: its private key")
     run = commands.add_parser(
         "run",
         help="run a command with the shim active in it and in the Python processes it starts",
@@ -147,7 +163,43 @@ def main(argv: list[str] | None = None) -> int:
         return _bench(args)
     if args.command == "run":
         return _run(args.argv)
-    return _doctor(self_test=not args.no_self_test)
+    request = _doctor_request(parser, args)
+    return _doctor(self_test=not args.no_self_test and request is None, request=request)
+
+
+def _doctor_request(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> dict[str, Any] | None:
+    """doctor's --url request as requests.get() keyword arguments, or None; checked first."""
+    if args.url is None:
+        for name in ("verify", "cert", "key"):
+            if getattr(args, name) is not None:
+                parser.error(f"--{name}: only with --url")
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(args.url)
+    if parts.scheme != "https" or not parts.hostname:
+        parser.error(f"--url: need an https:// URL with a host, got {args.url!r}")
+    verify: Any = True
+    if args.verify is not None:
+        lowered = args.verify.lower()
+        if lowered in ("true", "false"):
+            verify = lowered == "true"
+        elif os.path.exists(args.verify):
+            verify = args.verify
+        else:
+            parser.error(f"--verify: need true, false or an existing path, got {args.verify!r}")
+    cert: Any = None
+    if args.key is not None and args.cert is None:
+        parser.error("--key: only with --cert")
+    for name in ("cert", "key"):
+        path = getattr(args, name)
+        if path is not None and not os.path.isfile(path):
+            parser.error(f"--{name}: no such file: {path!r}")
+    if args.cert is not None:
+        cert = args.cert if args.key is None else (args.cert, args.key)
+    return {"url": args.url, "verify": verify, "cert": cert}
 
 
 # --- bench ---------------------------------------------------------------------------------------
@@ -379,7 +431,7 @@ def _bundle_in_use() -> tuple[str, str]:
     return default, "requests' default (certifi)"
 
 
-def _doctor(self_test: bool = True) -> int:
+def _doctor(self_test: bool = True, request: dict[str, Any] | None = None) -> int:
     import ssl
 
     import requests  # noqa: F401  (imported so that the shim patches, or says why not)
@@ -417,7 +469,80 @@ def _doctor(self_test: bool = True) -> int:
         )
     if self_test:
         healthy = _self_test(status.state.value == "active") and healthy
+    if request is not None:
+        healthy = _one_request(request, status.state.value == "active") and healthy
     return 0 if healthy else 1
+
+
+# What each step-aside reason means for the user (docs/design.md has the full table).
+_REASONS = {
+    "pool-class": "the pool class is not urllib3's HTTPS or SOCKS one",
+    "connection-class": "the pool's connection class is not urllib3's HTTPS or SOCKS one",
+    "ca-cert-data": "the CA certificates are given as data (ca_cert_data)",
+    "ca-directory": "verify is a CA directory, which OpenSSL reads lazily (stock costs "
+    "little per connection here)",
+    "own-context": "the adapter passes its own ssl_context; it stays the adapter's, and its "
+    "CA file is loaded once instead of per connection",
+    "default-store": "verification uses the system store (no CA file or directory)",
+    "context-class": "urllib3's SSLContext class is not one the shim knows",
+    "context-class-version": "truststore is older than 0.10.4",
+    "key-password-callable": "the client key's password is a callable, asked at every load",
+    "unhashable-setting": "a urllib3 setting was replaced by something unhashable",
+    "build-failed": "the context could not be built from these files (stock raises its own "
+    "error for them)",
+    "internal-error": "an internal error in the shim (logged)",
+    "not-patched": "requests is not patched in this process",
+}
+
+
+def _one_request(request: dict[str, Any], active: bool) -> bool:
+    """doctor --url: one GET on a new connection, and what the shim did for it."""
+    import requests
+
+    import requests_fastssl
+
+    url = request["url"]
+    shown = ", ".join(f"{k}={v!r}" for k, v in request.items() if k != "url")
+    before = requests_fastssl.stats()
+    try:
+        with requests.Session() as session:
+            response = session.get(url, verify=request["verify"], cert=request["cert"])
+    except requests.RequestException as exc:
+        print(f"request: GET {url} ({shown}): {type(exc).__name__}: {exc}")
+        ok = False
+    else:
+        print(f"request: GET {url} ({shown}): HTTP {response.status_code}")
+        ok = True
+    delta = requests_fastssl.stats().since(before)
+    if not active:
+        print("shared: no, the shim is off in this process (see above); stock requests ran")
+        return False
+    reasons = dict(delta.step_aside_reasons)
+    if reasons:
+        for reason in reasons:
+            why = _REASONS.get(reason, "see docs/design.md, step-aside rules")
+            print(f"shared: no, left to stock requests ({reason}): {why}")
+        if delta.owned_loads_avoided:
+            print("  (a CA load into the adapter's context was skipped: loaded before)")
+    elif delta.failures_skipped:
+        print("shared: no, the same files failed to build before and have not changed")
+    elif delta.connections or delta.private_connections:
+        built = (
+            f"built now, with {delta.ca_loads} CA load(s)"
+            if delta.contexts_built
+            else "one built earlier in this process"
+        )
+        print(f"shared: yes, {delta.connections} TLS connection(s) used a shared context ({built})")
+        if delta.proxy_legs:
+            print(f"  of which {delta.proxy_legs} to the HTTPS proxy")
+        if delta.private_connections:
+            print(
+                f"  {delta.private_connections} connection(s) used a private, stock-built "
+                "context: a file or urllib3 setting changed since the build"
+            )
+    else:
+        print("shared: no TLS connection was made (the request failed before, or was not HTTPS)")
+    return ok
 
 
 def _activation_modes() -> list[str]:
