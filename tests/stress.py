@@ -22,8 +22,10 @@ proxy. The stock outcome is a function of the case, so:
    outcome with the oracle, while a chaos thread empties and resizes the registry.
 
 A *bypass* is a request that succeeded where stock failed, or a verifying request with
-the default adapter that got an answer from a server its trust does not cover. Exit
-status 0 only with zero mismatches and zero bypasses; the last line of stdout is a JSON
+the default adapter that got an answer from a server its trust does not cover. The HTTPS
+proxy asks every client for a certificate; no TLS leg to it may show one. Exit status 0
+only with zero mismatches, zero bypasses and no certificate shown to the proxy; the last
+line of stdout is a JSON
 report. ``--sabotage`` breaks the shim on purpose, to prove the run can see it fail.
 """
 
@@ -145,11 +147,16 @@ class World:
             "optional": self._server(stack, ca1, clients=ca1, mode=ssl.CERT_OPTIONAL),
             "refuse": self._server(stack, ca1, clients=rogue, mode=ssl.CERT_REQUIRED, top=tls12),
         }
-        proxy_tls = server_context(ca1, ("127.0.0.1",))
+        # The HTTPS proxy asks for a client certificate (optional): no leg to it may show
+        # one, stock or shimmed (see Load's report, proxy_saw_client_certs).
+        proxy_tls = server_context(
+            ca1, ("127.0.0.1",), client_ca=ca1, client_mode=ssl.CERT_OPTIONAL
+        )
+        self.https_proxy = stack.enter_context(LoopbackProxy(tls=proxy_tls))
         self.proxies = {
             "none": None,
             "connect": stack.enter_context(LoopbackProxy()).url,
-            "https": stack.enter_context(LoopbackProxy(tls=proxy_tls)).url,
+            "https": self.https_proxy.url,
             "socks": stack.enter_context(LoopbackProxy(socks=True)).url,
         }
         self.ca2_bundle = self.files["file-ca2"]
@@ -270,11 +277,7 @@ def outcome(clients: Clients, case: Case, close: bool) -> Outcome:
 
 
 def sharing_candidate(case: Case) -> bool:
-    return case.client in ("get", "shared") and case.proxy in (
-        "none",
-        "connect",
-        "socks",
-    )
+    return case.client in ("get", "shared") and case.proxy in ("none", "connect", "socks", "https")
 
 
 def untrusted_answer(case: Case, result: Outcome) -> bool:
@@ -577,12 +580,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"stress: the shim did not activate: {status}", file=sys.stderr)
                 return 2
             requests_fastssl.clear()
+            del world.https_proxy.client_cns[:]
             undo = sabotage(kind, world) if kind else None
             load = Load(Clients(world), oracle, args)
             load_started = time.monotonic()
             load.run()
             load_seconds = time.monotonic() - load_started
             intact = contexts_intact()
+            proxy_saw = sum(cn is not None for cn in world.https_proxy.client_cns)
             stats = requests_fastssl.stats()._asdict()
             if undo is not None:
                 undo()
@@ -606,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
                 "openssl_fork_hangs": len(load.openssl_fork_hangs),
                 "stock_bypasses": len(stock_bypasses),
                 "contexts_intact": intact,
+                "proxy_legs": len(world.https_proxy.client_cns),
+                "proxy_saw_client_certs": proxy_saw,
                 "outcomes": dict(load.outcomes.most_common()),
                 "chaos": dict(load.chaos_actions),
                 "shim_stats": {
@@ -622,6 +629,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(json.dumps(report, sort_keys=True), flush=True)
             dirty = dirty or bool(load.mismatches or load.bypasses or load.crashes) or not intact
+            dirty = dirty or bool(proxy_saw)
     faulthandler.cancel_dump_traceback_later()
     return 1 if dirty else 0
 
