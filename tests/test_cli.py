@@ -124,8 +124,15 @@ def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
 
     out = tmp_path / "bench.json"
     env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    # As at a terminal, whatever this test runs under: a shell's background job starts with
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+    start = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'requests_fastssl'; "
+        "runpy.run_module('requests_fastssl', run_name='__main__')"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "requests_fastssl", "bench", "--repeat", "3", "--json", str(out)],
+        [sys.executable, "-c", start, "bench", "--repeat", "3", "--json", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
