@@ -55,7 +55,7 @@ from typing import Any, NamedTuple
 import requests
 import trustme
 import urllib3
-from adapters import ContextAdapter, HostHeaderAdapter, NoVerifyAdapter
+from adapters import ContextAdapter, HostHeaderAdapter, KwargsAdapter, NoVerifyAdapter
 from cryptography.hazmat.primitives import serialization
 from loopback_proxy import LoopbackProxy
 from requests.adapters import HTTPAdapter
@@ -68,7 +68,9 @@ from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 
 SERVERS = ("ca1", "ca2", "rogue", "expired", "wrong-host", "require", "optional", "refuse")
-VERIFY = ("default", "off", "file-ca1", "file-ca2", "file-both", "dir-ca2")
+# "path-ca1": the file as a pathlib.Path; "none": verify=None on the request (requests'
+# default trust, unless the session's own verify is None: the "session-none" client).
+VERIFY = ("default", "off", "none", "file-ca1", "path-ca1", "file-ca2", "file-both", "dir-ca2")
 CERTS = ("none", "a", "a-combined", "b", "a-encrypted")
 CLIENTS = (
     "get",
@@ -78,13 +80,17 @@ CLIENTS = (
     "noverify",
     "hostheader",
     "password",
+    "bounds",  # a pool manager with TLS version bounds
+    "session-none",  # a new Session whose verify is None (stock: unverified without an env bundle)
 )
 PROXIES = ("none", "connect", "https", "socks")
 # Which CAs each verify setting trusts, and who issued each server's certificate: the
 # independent bypass check for the default adapter (expired and wrong-host never pass).
 TRUSTS = {
     "default": {"ca1"},
+    "none": {"ca1"},
     "file-ca1": {"ca1"},
+    "path-ca1": {"ca1"},
     "file-ca2": {"ca2"},
     "file-both": {"ca1", "ca2"},
     "dir-ca2": {"ca2"},
@@ -228,6 +234,7 @@ class Clients:
         self.shared = requests.Session()
         self.noverify = _session(NoVerifyAdapter())
         self.password = _session(PasswordAdapter())
+        self.bounds = _session(KwargsAdapter(ssl_maximum_version=ssl.TLSVersion.TLSv1_2))
         self._local = threading.local()
 
     def _context_session(self, with_cas: bool) -> requests.Session:
@@ -241,8 +248,12 @@ class Clients:
     def request(self, case: Case, close: bool) -> requests.Response:
         world = self.world
         url = world.servers[case.server]
-        verify: Any = {"default": True, "off": False}.get(case.verify)
-        if verify is None:
+        verify: Any
+        if case.verify in ("default", "off", "none"):
+            verify = {"default": True, "off": False, "none": None}[case.verify]
+        elif case.verify == "path-ca1":
+            verify = Path(world.files["file-ca1"])
+        else:
             verify = world.files[case.verify]
         proxy = world.proxies[case.proxy]
         kwargs: dict[str, Any] = {
@@ -254,6 +265,14 @@ class Clients:
         }
         if case.client == "get":
             return requests.get(url, **kwargs)
+        if case.client == "session-none":
+            # A Session of its own per request: with verify=None, requests' verify=None and
+            # verify=True requests share one pool, and urllib3 reuses a connection object
+            # with the attributes of the request that made it (CVE-2024-35195's pattern, in
+            # stock), so a Session kept across cases would carry history.
+            with requests.Session() as unverifying:
+                unverifying.verify = None  # type: ignore[assignment]  # (stubs: bool | str)
+                return unverifying.get(url, **kwargs)
         if case.client == "hostheader":
             session = getattr(self._local, "hostheader", None)
             if session is None:  # the adapter rewrites its pool kwargs: one per thread
@@ -263,7 +282,11 @@ class Clients:
         if case.client in ("context", "context-empty"):
             with self._context_session(case.client == "context") as session:
                 return session.get(url, **kwargs)
-        session = {"shared": self.shared, "noverify": self.noverify}.get(case.client)
+        session = {
+            "shared": self.shared,
+            "noverify": self.noverify,
+            "bounds": self.bounds,
+        }.get(case.client)
         return (session or self.password).get(url, **kwargs)
 
 
@@ -277,13 +300,18 @@ def outcome(clients: Clients, case: Case, close: bool) -> Outcome:
 
 
 def sharing_candidate(case: Case) -> bool:
-    return case.client in ("get", "shared") and case.proxy in ("none", "connect", "socks", "https")
+    return case.client in ("get", "shared", "bounds", "session-none") and case.proxy in (
+        "none",
+        "connect",
+        "socks",
+        "https",
+    )
 
 
 def untrusted_answer(case: Case, result: Outcome) -> bool:
     """A verifying request through the default adapter answered by a server it must not
     trust: a verification bypass whatever stock did."""
-    if result[0] != "200" or case.client not in ("get", "shared", "password"):
+    if result[0] != "200" or case.client not in ("get", "shared", "password", "bounds"):
         return False
     if case.verify == "off":
         return False
@@ -447,7 +475,9 @@ class Load:
         # Only clients with sessions of their own: a Session the workers share may be mid-
         # request in another thread at the fork, its pool manager's lock held for ever in
         # the child (stock urllib3 is not fork-safe there either).
-        own = [c for c in self.sharing if c.client not in ("shared", "noverify", "password")]
+        own = [
+            c for c in self.sharing if c.client not in ("shared", "noverify", "password", "bounds")
+        ]
         cases = [rng.choice(own) for _ in range(4)]
         dump = tempfile.TemporaryFile()  # noqa: SIM115 (the child writes it; closed below)
         pid = os.fork()
