@@ -167,13 +167,14 @@ def detach_all() -> None:
 
 # The SSLContext classes a shared context may be of: their wrap_socket does nothing but the
 # handshake. (module, class name, the package whose __version__ must be recent enough)
+# truststore's come first: inject_into_ssl() makes ssl.SSLContext its class too.
 _KNOWN_CLASSES = (
-    ("ssl", "SSLContext", None),
-    ("urllib3.contrib.pyopenssl", "PyOpenSSLContext", None),
     # truststore reconfigures an inner context on every handshake; before 0.10.4 it did so
     # without a lock (truststore commit f3143e2), so sharing one was unsafe.
     ("truststore._api", "SSLContext", "truststore"),
     ("pip._vendor.truststore._api", "SSLContext", "pip._vendor.truststore"),
+    ("ssl", "SSLContext", None),
+    ("urllib3.contrib.pyopenssl", "PyOpenSSLContext", None),
 )
 _class_reasons: dict[type, str] = {}
 
@@ -184,10 +185,24 @@ def class_reason(cls: type) -> str:
     if reason is None:
         reason = "context-class"
         for module_name, name, package in _KNOWN_CLASSES:
-            if getattr(sys.modules.get(module_name), name, None) is cls:
+            module = sys.modules.get(module_name)
+            if getattr(module, name, None) is cls:
                 version = getattr(sys.modules.get(package or ""), "__version__", "0")
-                known = package is None or version_tuple(version) >= (0, 10, 4)
-                reason = "" if known else "context-class-version"
+                if package is not None and version_tuple(version) < (0, 10, 4):
+                    reason = "context-class-version"
+                elif package is not None and _loads_system_store(module):
+                    reason = "truststore-openssl"
+                else:
+                    reason = ""
                 break
         _class_reasons[cls] = reason
     return reason
+
+
+def _loads_system_store(truststore_api: Any) -> bool:
+    """Whether truststore verifies through OpenSSL here (Linux and other non-Apple, non-
+    Windows systems): it then loads the system CA file into the context at every handshake,
+    and OpenSSL's store only grows, so a shared context would go on trusting a CA removed
+    from the system store since, where stock's fresh context would not."""
+    configure = getattr(truststore_api, "_configure_context", None)
+    return str(getattr(configure, "__module__", "")).endswith("._openssl")

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from support import PKI, ServerFactory, outcome
+from support import PKI, ServerFactory, outcome, stock_and_shim
 
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
-from _requests_fastssl.cli.server import HTTPSServer
+from _requests_fastssl.cli.server import HTTPSServer, server_context
 
 CLOSE = {"Connection": "close"}
 
@@ -105,7 +106,9 @@ def test_truststore_injected_and_extracted(
     assert stock[:7] == stock[7:14] == stock[14:]  # truststore + the bundle: same verdicts
     assert ("200", "client-a") in stock
     assert "SSLError" in {kind for kind, _ in stock}
-    assert injected == {"truststore"}  # shared contexts were truststore's while injected
+    # Through OpenSSL (Linux) truststore loads the system store into its context at every
+    # handshake, so its contexts are never shared; after extraction, ssl's are again.
+    assert injected == set()
     assert after == {"ssl"}
 
 
@@ -145,3 +148,50 @@ def test_stress_run_under_pyopenssl() -> None:
     assert report["mismatches"] == report["bypasses"] == report["crashes"] == 0
     assert report["pyopenssl"] is True
     assert report["shim_stats"]["reuses"] > 50
+
+
+@pytest.mark.parametrize("leg", ["server", "https-proxy"])
+def test_truststore_follows_the_system_store_as_stock(
+    leg: str, make_server: ServerFactory, pki: PKI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """truststore on Linux loads the system CA file into the context at every handshake, and
+    OpenSSL's store only grows. A CA removed from the system store must stop being trusted on
+    the next new connection, as in stock, where every connection has a fresh context: with
+    the system store trusting the peer, then no longer (twice), stock gives 200 then errors."""
+    import shutil
+
+    import truststore
+    from loopback_proxy import LoopbackProxy
+
+    system = tmp_path / "system.pem"  # stands in for the operating system's bundle
+    monkeypatch.setenv("SSL_CERT_FILE", str(system))
+    # The peer trusted only through the system store: the server itself, or the proxy (the
+    # server then trusted through verify=).
+    server = make_server(ca=pki.rogue_ca if leg == "server" else None)
+    proxy_ctx = server_context(pki.rogue_ca, ("127.0.0.1",))  # (made before injecting)
+    with LoopbackProxy(tls=proxy_ctx) as proxy:
+        proxies = {"https": proxy.url} if leg == "https-proxy" else None
+
+        def calls() -> list[Any]:
+            got = []
+            for contents in (pki.rogue_bundle, pki.bundle, pki.bundle):
+                shutil.copyfile(contents, system)
+                got.append(
+                    outcome(
+                        lambda: requests.get(
+                            server.url, verify=pki.bundle, proxies=proxies, headers=CLOSE
+                        )
+                    )
+                )
+            return got
+
+        truststore.inject_into_ssl()
+        try:
+            stock, shim = stock_and_shim(calls)
+        finally:
+            truststore.extract_from_ssl()
+    assert [status for status, _ in stock] == ["200", ERROR[leg], ERROR[leg]]
+    assert shim == stock
+
+
+ERROR = {"server": "SSLError", "https-proxy": "ProxyError"}

@@ -486,6 +486,8 @@ _REASONS = {
     "default-store": "verification uses the system store (no CA file or directory)",
     "context-class": "urllib3's SSLContext class is not one the shim knows",
     "context-class-version": "truststore is older than 0.10.4",
+    "truststore-openssl": "truststore verifies through OpenSSL here, loading the system store "
+    "at every handshake",
     "key-password-callable": "the client key's password is a callable, asked at every load",
     "unhashable-setting": "a urllib3 setting was replaced by something unhashable",
     "build-failed": "the context could not be built from these files (stock raises its own "
