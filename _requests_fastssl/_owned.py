@@ -87,19 +87,23 @@ def ssl_wrap_socket_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any)
         REGISTRY.count("owned_loads_avoided")
         return wrapped(*args, **{**kwargs, "ca_certs": None})
     check = FileCheck(cafile, is_dir=False)
-    if not check.usable():
-        return wrapped(*args, **kwargs)  # a pipe, say: stock's load must be the one to read it
+    # The bytes just read must still be the file's when the load starts: loading them then
+    # is loading the file then, as stock's load would (a snapshot is not read again).
+    if not check.usable() or not check.unchanged():
+        return wrapped(*args, **kwargs)  # a pipe, a file being written: stock's own load
     try:
-        # The load urllib3 would make first, from the bytes later checks compare against.
         with check.snapshot() as path:
             ctx.load_verify_locations(path)
     except Exception:
         # Stock's own load then raises its own error (adding again what ours added, which
         # OpenSSL ignores, as it ignores certificates it holds).
         return wrapped(*args, **kwargs)
-    if check.unchanged():  # (without a snapshot, a change during the load shows here)
-        with _lock:
-            files[cafile] = check
+    if path == cafile and not check.unchanged():
+        # (No snapshot here: the file itself was loaded, and changed meanwhile.) Not
+        # remembered; stock's own load of what is there now goes on top.
+        return wrapped(*args, **kwargs)
+    with _lock:
+        files[cafile] = check
     return wrapped(*args, **{**kwargs, "ca_certs": None})
 
 
