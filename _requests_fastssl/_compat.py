@@ -308,6 +308,7 @@ class Target:
                 "urllib3 calls its SSLContext factory in a way this shim does not know"
             )
         self.factory_kwargs = calls[0]
+        self.call_factory = _factory_caller(roots)
 
         # The proxy's own TLS leg can be shared where urllib3 sets it up as _proxyleg
         # expects: 2.x's _connect_tls_proxy, through the same set-up function.
@@ -382,6 +383,30 @@ class Target:
         """The class urllib3's factory instantiates right now."""
         cls: Any = self.ssl_.SSLContext
         return cast(type, cls)
+
+
+def _factory_caller(roots: list[Any]) -> Callable[..., Any]:
+    """A function that calls urllib3's context factory as if from urllib3's own call site:
+    in urllib3.connection's namespace (the name looked up when called, as urllib3 does), on
+    its file and line. The factory warns with stacklevel=2 (the deprecated ``ssl_version``),
+    so warnings filters by module, "once per location" and -W error then act on a build's
+    warning exactly as on stock's. Falls back to a plain call if the site is not found."""
+    for root in roots:
+        module = sys.modules.get(root.__module__)
+        for code in _code_objects(root.__code__):
+            for ins in dis.get_instructions(code):
+                line = ins.positions.lineno if ins.positions else None
+                if ins.argval == "create_urllib3_context" and module is not None and line:
+                    source = (
+                        "\n" * (line - 1) + "def call(kw): return create_urllib3_context(**kw)\n"
+                    )
+                    scope: dict[str, Any] = {}
+                    # Executed with the module's own globals, defining into `scope` only.
+                    exec(compile(source, code.co_filename, "exec"), vars(module), scope)
+                    call = scope["call"]
+                    return lambda **kwargs: call(kwargs)
+    connection = sys.modules["urllib3.connection"]
+    return lambda **kwargs: connection.create_urllib3_context(**kwargs)
 
 
 def _points_at(raw: str | None) -> tuple[int, int] | None:

@@ -344,7 +344,7 @@ def check_hostname_off(target: Target, spec: Spec | None = None) -> bool:
 
 def _fresh(target: Target, spec: Spec) -> Any:
     """A new context with the steps urllib3 takes before any load, as for a stock pool."""
-    ctx = target.connection.create_urllib3_context(**factory_kwargs(target, spec))
+    ctx = target.call_factory(**factory_kwargs(target, spec))
     ctx.verify_mode = target.connection.resolve_cert_reqs(spec.cert_reqs)
     if check_hostname_off(target, spec):
         ctx.check_hostname = False

@@ -1011,3 +1011,47 @@ def test_a_key_password_callable_is_asked_on_every_connection(
     assert stock[0] == ("200", "client-a")
     assert stock[1][0] == "SSLError"
     assert shim == stock
+
+
+# --- the factory's own warnings ------------------------------------------------------------
+
+
+def test_the_factory_warns_from_urllib3s_own_call_site(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    """urllib3 warns about the deprecated ``ssl_version`` from its context factory, with
+    stacklevel=2: attributed to urllib3.connection's call site. A shared context's build
+    calls the factory as from that site, so a filter by module (here: such warnings are
+    errors, from urllib3 only) fails the request with the shim as in stock, and "once per
+    location" shows it once, from the same file and line."""
+    import warnings
+
+    server = make_server()
+
+    def calls() -> list[Any]:
+        adapter = KwargsAdapter(ssl_version=ssl.PROTOCOL_TLSv1_2)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            first = outcome(
+                lambda: session_with(adapter).get(server.url, verify=pki.bundle, headers=CLOSE)
+            )
+        where = {(w.filename, w.lineno) for w in seen if w.category is FutureWarning}
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", category=FutureWarning, module=r"urllib3\.")
+            requests_fastssl.clear()
+            second = outcome(
+                lambda: session_with(KwargsAdapter(ssl_version=ssl.PROTOCOL_TLSv1_2)).get(
+                    server.url, verify=pki.bundle, headers=CLOSE
+                )
+            )
+        return [first, where, second]
+
+    stock, shim = stock_and_shim(calls)
+    if URLLIB3_1:  # (1.26 does not deprecate ssl_version: no warning to compare)
+        assert shim == stock
+        return
+    assert stock[0] == ("200", None)
+    assert len(stock[1]) == 1
+    assert next(iter(stock[1]))[0] == urllib3.connection.__file__
+    assert stock[2][0] == "FutureWarning"
+    assert shim == stock
