@@ -90,6 +90,22 @@ def _same_contents(path: str, expected: bytes) -> bool:
     return offset == len(expected)
 
 
+def _path_to(fd: int) -> str | None:
+    """A path that opens ``fd`` itself, in this thread's file table (a thread that called
+    unshare(CLONE_FILES) has its own: /proc/self/fd is the main thread's), checked to name
+    that very file; None if /proc cannot give one."""
+    mine = os.fstat(fd)
+    for table in ("/proc/thread-self/fd", "/proc/self/fd"):
+        path = f"{table}/{fd}"
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+            return path
+    return None
+
+
 class FileCheck:
     """What a context read from one file (or CA directory), and whether it still holds."""
 
@@ -114,8 +130,8 @@ class FileCheck:
         """A path that reads exactly the contents this check holds, to load from: a file
         that changes while OpenSSL reads it (and changes back) cannot leave the context
         with contents other than those every later check compares against. Linux: an
-        in-memory file, gone when the block ends. Elsewhere the file's own path, and the
-        caller checks again after loading."""
+        in-memory file, gone when the block ends. Elsewhere (or without a /proc that leads
+        to it) the file's own path, and the caller checks again after loading."""
         fd = -1
         if self.contents is not None and hasattr(os, "memfd_create"):
             try:
@@ -129,8 +145,7 @@ class FileCheck:
             view = memoryview(self.contents or b"")
             while view:
                 view = view[os.write(fd, view) :]
-            path = f"/proc/self/fd/{fd}"
-            yield path if os.path.exists(path) else self.path  # (/proc may not be mounted)
+            yield _path_to(fd) or self.path
         finally:
             os.close(fd)
 

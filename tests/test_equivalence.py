@@ -881,6 +881,67 @@ def test_contents_seen_only_during_a_load_are_not_kept(
     assert shared.connections == 4  # the shim served them from its shared context
 
 
+def test_a_thread_with_its_own_file_table_loads_the_named_file(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    """Builds load an in-memory copy of the file through /proc. A thread that called
+    unshare(CLONE_FILES) has a file table of its own, so /proc/self/fd/N (the main
+    thread's table) names another file there: here the main thread holds the rogue bundle
+    at every free number. The context must hold the file ``verify`` names, as in stock.
+    In a fresh interpreter: the test fills a file table."""
+    trusted, rogue = make_server(), make_server(ca=pki.rogue_ca)
+    out = run_python(
+        f"""
+        import ctypes, json, os, threading
+        import requests, requests_fastssl
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        CLONE_FILES = 0x400
+
+        def run():
+            got, ready, go = [], threading.Event(), threading.Event()
+
+            def worker():
+                if libc.unshare(CLONE_FILES) != 0:
+                    raise OSError(ctypes.get_errno(), "unshare")
+                ready.set()
+                go.wait()
+                for url in ({trusted.url!r}, {rogue.url!r}):
+                    try:
+                        status = requests.get(url, verify={pki.bundle!r}).status_code
+                        got.append(str(status))
+                    except requests.exceptions.SSLError:
+                        got.append("SSLError")
+
+            thread = threading.Thread(target=worker)
+            thread.start()
+            ready.wait()
+            source, copies = os.open({pki.rogue_bundle!r}, os.O_RDONLY), []
+            for n in range(3, 256):
+                try:
+                    os.fstat(n)
+                except OSError:
+                    os.dup2(source, n)
+                    copies.append(n)
+            go.set()
+            thread.join()
+            for n in copies + [source]:
+                os.close(n)
+            return got
+
+        requests_fastssl.uninstall()
+        stock = run()
+        requests_fastssl.install()
+        shim = run()
+        print(json.dumps([stock, shim, requests_fastssl.stats().contexts_built]))
+        """
+    )
+    stock, shim, built = json.loads(out.strip().splitlines()[-1])
+    assert stock == ["200", "SSLError"]
+    assert shim == stock
+    assert built == 1  # shared, from the right file
+
+
 def test_a_bundle_that_can_no_longer_be_opened_fails_as_stock(
     make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:
