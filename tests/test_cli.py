@@ -303,3 +303,13 @@ def test_doctor_url_arguments_are_checked_first(args: list[str], message: str) -
     assert proc.returncode == 2
     assert f"error: {message}" in proc.stderr
     assert proc.stdout == ""  # nothing ran
+
+
+def test_doctor_url_reports_any_error_the_request_raises(tmp_path: Path) -> None:
+    """requests raises more than RequestException (an OSError for a CA bundle that does not
+    exist): doctor reports it as the request's outcome, not as a traceback."""
+    missing = str(tmp_path / "missing.pem")
+    proc = cli("doctor", "--url", "https://127.0.0.1:1/", env={"REQUESTS_CA_BUNDLE": missing})
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "request: GET https://127.0.0.1:1/ (verify=True, cert=None): OSError: " in proc.stdout

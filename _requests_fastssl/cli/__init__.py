@@ -509,7 +509,7 @@ def _one_request(request: dict[str, Any], active: bool) -> bool:
     try:
         with requests.Session() as session:
             response = session.get(url, verify=request["verify"], cert=request["cert"])
-    except requests.RequestException as exc:
+    except Exception as exc:  # (requests raises more than RequestException: OSError, ...)
         print(f"request: GET {url} ({shown}): {type(exc).__name__}: {exc}")
         ok = False
     else:
