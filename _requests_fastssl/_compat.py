@@ -309,6 +309,16 @@ class Target:
             )
         self.factory_kwargs = calls[0]
         self.call_factory = _factory_caller(roots)
+        # urllib3's own factory, by its code. Another callable in its place (a wrapper, a
+        # partial, a replacement) may depend on anything: its own state, the time, the
+        # caller's frame. No key covers that, so such pools step aside.
+        own = getattr(ssl_, "create_urllib3_context", None)
+        self._factory_code = (
+            own.__code__
+            if type(own) is types.FunctionType
+            and own.__code__.co_filename == getattr(ssl_, "__file__", None)
+            else None
+        )
 
         # The proxy's own TLS leg can be shared where urllib3 sets it up as _proxyleg
         # expects: 2.x's _connect_tls_proxy, through the same set-up function.
@@ -378,6 +388,13 @@ class Target:
                     env.append((raw, _points_at(raw)))
             snapshot += tuple(env)
         return snapshot
+
+    def factory_replaced(self) -> bool:
+        """Whether urllib3's connection set-up would call a factory other than urllib3's."""
+        factory = getattr(self.connection, "create_urllib3_context", None)
+        return type(factory) is not types.FunctionType or factory.__code__ is not (
+            self._factory_code
+        )
 
     def context_class(self) -> type:
         """The class urllib3's factory instantiates right now."""

@@ -72,7 +72,17 @@ def _no_password() -> str:
 class _Built:
     """What a published context was built from: its key, the files read, the ALPN list."""
 
-    __slots__ = ("alpn", "ca_checks", "chain_checks", "expected", "forked", "registry", "spec")
+    __slots__ = (
+        "alpn",
+        "ca_checks",
+        "chain_checks",
+        "echo",
+        "echo_skips",
+        "expected",
+        "forked",
+        "registry",
+        "spec",
+    )
 
     def __init__(self, spec: Spec, registry: Registry) -> None:
         self.spec = spec
@@ -81,6 +91,9 @@ class _Built:
         self.ca_checks: tuple[FileCheck, ...] = ()
         self.chain_checks: tuple[FileCheck, ...] = ()
         self.alpn: list[str] = []
+        # The factory's arguments, for pools whose connections must still call it (below).
+        self.echo: dict[str, Any] | None = None
+        self.echo_skips: list[None] = [None]  # the build's own call stands for the first
         # The steps urllib3 takes on a given context for such a pool, in order.
         self.expected = tuple(
             name
@@ -129,6 +142,18 @@ def _frozen_setattr(self: Any, name: str, value: Any) -> None:
         if name == "verify_mode" and _called_from_urllib3():
             # urllib3 starts every connection set-up on a given context with this write.
             _setups()[id(self)] = _Setup()
+            echo = _built(self).echo
+            target = STATE.target
+            if echo is not None and target is not None:
+                # Stock calls the factory right before this write, for every connection; with
+                # the deprecated ssl_version it warns each time. Called again here, as from
+                # urllib3's call site, its warnings (and any filter turning them into errors)
+                # are stock's, connection for connection; the build's own call counts as the
+                # first connection's (list.pop: atomic). The context made is dropped.
+                try:
+                    _built(self).echo_skips.pop()
+                except IndexError:
+                    target.call_factory(**echo)
         return  # same value: nothing to do, and OpenSSL is not touched
     raise _refusal(f"set {name}={value!r}")
 
@@ -401,6 +426,8 @@ def build(spec: Spec, registry: Registry) -> Any | None:
     if secret is None and spec.key_file and target.ssl_._is_key_file_encrypted(spec.key_file):
         return None
     built = _Built(spec, registry)
+    if spec.pool_tls.ssl_version is not None:
+        built.echo = factory_kwargs(target, spec)
     ctx = _fresh(target, spec)
     built_class = type(ctx)  # (a variable: mypy would narrow ctx to `object` otherwise)
     if built_class is not target.context_class():

@@ -116,7 +116,7 @@ def _shared_for(conn: Any) -> Any | None:
     from ._compat import NO_POOL_TLS, PoolTLS
     from ._wrappers import class_reason
 
-    if class_reason(target.context_class()):
+    if class_reason(target.context_class()) or target.factory_replaced():
         return None
     tls = PoolTLS(
         ssl_version=conn.ssl_version,

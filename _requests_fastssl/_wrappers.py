@@ -112,6 +112,13 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
     reason = class_reason(target.context_class())
     if reason:
         return None, reason
+    if target.factory_replaced():
+        return None, "factory-replaced"
+    if not target.urllib3_v2 and _deprecated_protocol(target, pool.ssl_version):
+        # 1.26 hands ssl_version to SSLContext() itself, which warns for the deprecated
+        # protocols, and calls its factory once per connection object, not per connection:
+        # the shim could not make those warnings stock's.
+        return None, "ssl-version"
     password = getattr(pool, "key_password", None)
     if password is not None and not isinstance(password, str | bytes):
         # A callable: OpenSSL calls it at every load, and what it returns may change
@@ -133,6 +140,19 @@ def _offer(adapter: Any, pool: Any) -> tuple[Any | None, str]:
     if ctx is None:
         return None, "build-failed"
     return ctx, ""
+
+
+def _deprecated_protocol(target: Any, ssl_version: Any) -> bool:
+    """Whether a 1.26 pool's ssl_version names a protocol other than the generic ones."""
+    if ssl_version is None:
+        return False
+    import ssl
+
+    try:
+        resolved = target.connection.resolve_ssl_version(ssl_version)
+    except Exception:
+        return True
+    return resolved not in (ssl.PROTOCOL_TLS, ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _build(key: tuple[Any, ...]) -> Any | None:

@@ -328,35 +328,34 @@ def test_bundle_growing_to_thousands_of_certificates(
 def test_context_creation_failing_then_recovering(
     make_server: ServerFactory, default_bundle: str
 ) -> None:
-    """As on a FIPS host: urllib3's context factory raises. Stock fails every request while
-    it does; so does the shim, which keeps nothing, and then shares once it works."""
+    """As on a FIPS host: the context factory raises. Stock fails every request while it
+    does; so does the shim. A factory that is not urllib3's own (as here, standing in for
+    the failure) is one the shim never builds with: it steps aside, keeps nothing, and
+    shares once urllib3's own factory is back."""
     server = make_server()
-    broken = {"on": True}
     real = getattr(urllib3.connection, "create_urllib3_context")  # noqa: B009  (not re-exported)
 
     def factory(*args: Any, **kwargs: Any) -> Any:
-        if broken["on"]:
-            raise ssl.SSLError("[CRYPTO] unknown error (FIPS mode)")
-        return real(*args, **kwargs)
+        raise ssl.SSLError("[CRYPTO] unknown error (FIPS mode)")
 
     results: dict[str, list[str]] = {}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(urllib3.connection, "create_urllib3_context", factory)
-        for mode in ("stock", "shim"):
-            broken["on"] = True
-            seen = []
-            with shim_if(mode == "shim") as counters:
+    for mode in ("stock", "shim"):
+        seen = []
+        with shim_if(mode == "shim") as counters:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(urllib3.connection, "create_urllib3_context", factory)
                 for _ in range(3):
                     try:
                         seen.append(str(requests.get(server.url).status_code))
                     except requests.exceptions.SSLError as exc:
                         seen.append(f"SSLError {'FIPS mode' in str(exc)}")
-                broken["on"] = False
-                seen += [str(requests.get(server.url).status_code) for _ in range(2)]
-                stats = counters()  # the shim's, the last time round
-            results[mode] = seen
+            assert getattr(urllib3.connection, "create_urllib3_context") is real  # noqa: B009
+            seen += [str(requests.get(server.url).status_code) for _ in range(2)]
+            stats = counters()  # the shim's, the last time round
+        results[mode] = seen
     assert results["shim"] == results["stock"] == ["SSLError True"] * 3 + ["200", "200"]
-    assert (stats.build_failures, stats.contexts_built, stats.entries) == (3, 1, 1)
+    assert stats.step_aside_reasons == {"factory-replaced": 3}
+    assert (stats.build_failures, stats.contexts_built, stats.entries) == (0, 1, 1)
     assert not [e for e in REGISTRY._entries.values() if e is None]
 
 

@@ -486,6 +486,9 @@ _REASONS = {
     "default-store": "verification uses the system store (no CA file or directory)",
     "context-class": "urllib3's SSLContext class is not one the shim knows",
     "context-class-version": "truststore is older than 0.10.4",
+    "factory-replaced": "urllib3's context factory is replaced or wrapped; the shim builds "
+    "only with urllib3's own",
+    "ssl-version": "urllib3 1.26 with the deprecated ssl_version",
     "truststore-openssl": "truststore verifies through OpenSSL here, loading the system store "
     "at every handshake",
     "key-password-callable": "the client key's password is a callable, asked at every load",
