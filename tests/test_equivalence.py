@@ -914,7 +914,9 @@ def test_a_thread_with_its_own_file_table_loads_the_named_file(
 
             def worker():
                 if libc.unshare(CLONE_FILES) != 0:
-                    raise OSError(ctypes.get_errno(), "unshare")
+                    got.append(f"unshare refused: errno {{ctypes.get_errno()}}")
+                    ready.set()
+                    return
                 ready.set()
                 go.wait()
                 for url in ({trusted.url!r}, {rogue.url!r}):
@@ -948,6 +950,10 @@ def test_a_thread_with_its_own_file_table_loads_the_named_file(
         """
     )
     stock, shim, built = json.loads(out.strip().splitlines()[-1])
+    if stock and stock[0].startswith("unshare refused"):
+        # A seccomp policy (a container's default) that forbids unshare(): no thread here
+        # can have a file table of its own, so the case cannot arise on this machine.
+        pytest.skip(f"{stock[0]}: threads with their own file table cannot exist here")
     assert stock == ["200", "SSLError"]
     assert shim == stock
     assert built == 1  # shared, from the right file
