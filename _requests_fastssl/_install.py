@@ -146,12 +146,6 @@ def uninstall() -> Status:
         STATE.phase, STATE.reason = "not-installed", ""
         if STATE.handles:
             STATE.reason = "inactive wrappers left under other layers"
-        wrappers = sys.modules.get("_requests_fastssl._wrappers")
-        if wrappers is not None:
-            wrappers.detach_all()
-        owned = sys.modules.get("_requests_fastssl._owned")
-        if owned is not None:
-            owned.forget_all()
         registry = sys.modules.get("_requests_fastssl._registry")
         if registry is not None:
             registry.REGISTRY.clear()
@@ -182,15 +176,10 @@ def clear() -> None:
 
 def _activate(adapters: ModuleType) -> None:
     """Patch an imported requests.adapters (called with the lock held)."""
-    from . import _compat, _wrappers
+    from . import _compat
     from ._registry import REGISTRY
 
     reason = _compat.unsupported_reason(adapters)
-    if reason is None:
-        try:
-            STATE.target = _compat.Target(adapters)
-        except _compat.Underivable as exc:
-            reason = str(exc)
     if reason is not None:
         STATE.phase, STATE.reason = "unsupported", reason
         if STATE.strict:
@@ -202,26 +191,22 @@ def _activate(adapters: ModuleType) -> None:
     if STATE.max_contexts is not None:
         REGISTRY.resize(STATE.max_contexts)
     import urllib3.connection
+    import urllib3.util.ssl_
     import wrapt
 
-    from . import _owned, _proxyleg
+    from ._policy import Settings
 
-    hooks = [
-        (adapters.HTTPAdapter, "cert_verify", _wrappers.cert_verify_wrapper),
-        (urllib3.connection, "ssl_wrap_socket", _owned.ssl_wrap_socket_wrapper),
-    ]
-    if STATE.target is not None and STATE.target.proxy_leg:
-        https = urllib3.connection.HTTPSConnection
-        hooks.append((https, "_connect_tls_proxy", _proxyleg.connect_tls_proxy_wrapper))
-    for owner, name, wrapper in hooks:
-        if any(o is owner and n == name for o, n, _ in STATE.handles):
-            continue  # left inactive by uninstall() under another layer: reused
-        # Positional: wrapt 2.0 renamed the first parameter.
-        handle = wrapt.wrap_function_wrapper(owner, name, wrapper)
+    STATE.settings = Settings(urllib3.connection, urllib3.util.ssl_)
+    owner, name, wrapper = _compat.hook()
+    if not any(o is owner and n == name for o, n, _ in STATE.handles):
+        # (else left inactive by uninstall() under another layer: reused)
+        handle = wrapt.wrap_function_wrapper(owner, name, wrapper)  # positional: wrapt 2.0
         STATE.handles.append((owner, name, handle))
     STATE.active = True
     STATE.phase, STATE.reason = "active", ""
-    _debug("requests_fastssl: patched requests.adapters")
+    if name == "ssl_wrap_socket":
+        STATE.reason = "urllib3 1.26: every connection is left to stock (counted as urllib3-1.26)"
+    _debug("requests_fastssl: wrapped urllib3.connection.%s", name)
 
 
 def _on_adapters_imported(module: ModuleType) -> None:

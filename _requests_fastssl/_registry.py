@@ -1,59 +1,77 @@
-"""The registry: spec -> published shared context, single flight, LRU-bounded, with counters.
+"""The registry: key -> shared context, built once per key, LRU-bounded, with counters.
 
-It knows nothing about requests: callers hand it a key and a build function. N threads
-asking for the same missing key cause one build; the others wait for that build and share
-its result, including a failed one (they then all go to stock requests). A failure is
-remembered only when the build says it will repeat for as long as a condition holds
-(``Lasting``: a file that cannot be loaded, while it is unchanged), so such requests go
-straight to stock instead of paying a CA load first; everything else is tried again on the
-next request, and a fixed file heals on its own either way.
+It knows nothing about requests or urllib3: callers hand it a key, the files to check and a
+build function. Threads asking for a key being built wait for that build, and never
+without a bound (``WAIT_SECONDS``); a thread never waits on a build its own stack is running
+(a signal handler or a hook making a request inside the first load): it goes to stock.
 
-After ``os.fork()`` the child gets a fresh lock and no builds in flight (the threads running
-them stayed in the parent), and keeps every context that was complete before the fork:
-that is what makes prefork servers cheap.
+It holds no lock of its own: every change to its tables is one dictionary operation, which
+the interpreter makes whole, so an exception raised at whatever bytecode (a signal
+handler's, ``KeyboardInterrupt``, one a trace hook injects) leaves no lock held and no table
+half-changed. The only thing that can outlive an interrupted build is its flight: the
+builder releases it first thing, and a flight that is released or older than the bound is
+replaced by the next request. No failure is remembered: a fixed file heals on the next
+request.
+
+After ``os.fork()`` the child gets a fresh lock and no builds in flight (their threads
+stayed in the parent), keeps every context that was complete before the fork (what makes
+prefork servers cheap), and drops every context another thread was in a handshake with at
+the fork: OpenSSL may hold a lock inside it.
 """
 
 from __future__ import annotations
 
+import _thread
 import logging
 import os
-import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from ._files import FileCheck, read_checks
+from ._policy import Reason
 from ._status import Stats
 
-__all__ = ["REGISTRY", "Lasting", "Registry"]
+__all__ = ["REGISTRY", "WAIT_SECONDS", "Registry"]
 
 DEFAULT_MAX_CONTEXTS = 64
+WAIT_SECONDS = 5.0
 _log = logging.getLogger("requests_fastssl")
+Build = Callable[[tuple[FileCheck, ...]], Any]
 
 
-class Lasting(Exception):  # (carries the real error as __cause__)
-    """A build failure that will repeat while ``holds()`` is true (raised from the error)."""
+class _Token:
+    """Owned by the builder's frame alone: it dies when that frame ends, however it ends."""
 
-    def __init__(self, holds: Callable[[], bool]) -> None:
-        super().__init__("the same build would fail again")
-        self.holds = holds
+    __slots__ = ("__weakref__",)
 
 
 class _Flight:
-    __slots__ = ("done", "result")
+    """One build under way. Its lock is held until the builder's token dies; the release is
+    the token's weakref callback, the lock's own C ``__exit__``, so no Python code of ours
+    has to run for it (an exception at any bytecode could skip that code)."""
 
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.result: Any | None = None
+    __slots__ = ("alive", "lock", "owner", "result", "started")
+
+    def __init__(self, token: _Token) -> None:
+        self.lock = _thread.allocate_lock()
+        self.lock.acquire()
+        self.alive = weakref.ref(token, self.lock.__exit__)
+        self.owner = _thread.get_ident()
+        self.started = time.monotonic()
+        self.result: Any = Reason.BUILD_FAILED
+
+    def stale(self) -> bool:
+        return self.alive() is None or time.monotonic() - self.started > WAIT_SECONDS
 
 
 class Registry:
     def __init__(self, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
-        self._failures: OrderedDict[Hashable, Callable[[], bool]] = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[Any, tuple[FileCheck, ...]]] = OrderedDict()
         self._flights: dict[Hashable, _Flight] = {}
+        self._busy: dict[int, int] = {}  # id(context) -> handshakes under way with it
         self._max = max_contexts
         self._counts: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
         self._reasons: dict[str, int] = {}
@@ -62,119 +80,139 @@ class Registry:
             ref = weakref.ref(self)
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
 
-    def _after_fork_in_child(self) -> None:
-        self._lock = threading.Lock()
-        self._flights = {}
-
-    def get(self, key: Hashable, build: Callable[[Any], Any | None]) -> Any | None:
-        """The context for ``key``, built by ``build(key)`` if missing; None if that failed."""
-        with self._lock:
-            found = self._hit(key)
-            if found is not None:
-                return found
-            holds = self._failures.get(key)
-        if holds is not None:
-            if holds():  # (outside the lock: it looks at files)
-                self.count("failures_skipped")
-                return None
-            with self._lock:
-                if self._failures.get(key) is holds:
-                    del self._failures[key]
-        with self._lock:
-            found = self._hit(key)  # (built by another thread meanwhile)
-            if found is not None:
-                return found
-            flight = self._flights.get(key)
-            leader = flight is None
-            if flight is None:
-                flight = self._flights[key] = _Flight()
-        if not leader:
-            flight.done.wait()
-            if flight.result is not None:
-                self.count("reuses")
-            return flight.result
-        result = None
-        lasting: Lasting | None = None
-        started = time.perf_counter()
-        try:
-            result = build(key)
-        except Lasting as exc:
-            lasting = exc
-            _log.debug(
-                "requests_fastssl: building a context failed (%r); stock handles it, "
-                "and will until the files change",
-                exc.__cause__,
-            )
-        except Exception as exc:
-            # Expected for a missing, unreadable or malformed file: stock requests will
-            # raise its own error for the same request, so ours is only worth a debug line.
-            _log.debug("requests_fastssl: building a context failed (%r); stock handles it", exc)
-        finally:
-            elapsed = time.perf_counter() - started
-            with self._lock:
-                del self._flights[key]
-                flight.result = result
-                if result is None:
-                    self._counts["build_failures"] += 1
-                    if lasting is not None:
-                        self._failures[key] = lasting.holds
-                        while len(self._failures) > self._max:
-                            self._failures.popitem(last=False)
-                else:
-                    self._counts["contexts_built"] += 1
-                    self._build_seconds += elapsed
-                    self._entries[key] = result
-                    self._evict()
-            flight.done.set()
-        return result
-
-    def _hit(self, key: Hashable) -> Any | None:
-        """The published context for ``key``, counted as a reuse (with the lock held)."""
-        found = self._entries.get(key)
+    def get(self, key: Hashable, paths: tuple[str, ...], build: Build) -> Any:
+        """The context for ``key`` (its files unchanged), built if missing, else a Reason."""
+        found = self._published(key)
         if found is not None:
+            return found
+        checks = read_checks(paths)
+        if checks is None:
+            return Reason.NOT_A_FILE
+        token = _Token()
+        me = _Flight(token)
+        try:
+            flight = self._flights.setdefault(key, me)
+            if flight is not me and flight.stale():
+                flight = self._flights[key] = me
+            if flight is not me:
+                return self._wait(key, flight)
+            me.result = self._build(key, checks, build)
+            return me.result
+        finally:
+            del token  # whoever waits wakes (and does if this line is never reached)
+            if self._flights.get(key) is me:
+                self._flights.pop(key, None)
+
+    def _published(self, key: Hashable) -> Any:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        ctx, checks = entry
+        if all(check.unchanged() for check in checks):
+            self._recent(key)
+            self.count("reuses")
+            return ctx
+        if self._entries.get(key) is entry:
+            self._entries.pop(key, None)
+            self.count("discards")
+        return None
+
+    def _recent(self, key: Hashable) -> None:
+        try:
             self._entries.move_to_end(key)
-            self._counts["reuses"] += 1
-        return found
-
-    def discard(self, key: Hashable, value: Any) -> None:
-        """Forget ``value`` as the context for ``key`` (if it still is): it is stale."""
-        with self._lock:
-            if self._entries.get(key) is value:
-                del self._entries[key]
-                self._counts["discards"] += 1
-
-    def step_aside(self, reason: str) -> None:
-        with self._lock:
-            self._counts["step_asides"] += 1
-            self._reasons[reason] = self._reasons.get(reason, 0) + 1
+        except KeyError:
+            pass  # dropped meanwhile by another thread
 
     def _evict(self) -> None:
         while len(self._entries) > self._max:
-            self._entries.popitem(last=False)
-            self._counts["evictions"] += 1
+            try:
+                self._entries.popitem(last=False)
+            except KeyError:
+                return
+            self.count("evictions")
+
+    def _wait(self, key: Hashable, flight: _Flight) -> Any:
+        if flight.owner == _thread.get_ident():
+            return Reason.REENTRANT  # our own stack is the builder: waiting would never end
+        deadline = flight.started + WAIT_SECONDS
+        while flight.alive() is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return Reason.WAIT_TIMEOUT
+            # In slices: another waiter interrupted between its acquire and release would
+            # keep the lock; the builder's token says whether the build is still going.
+            if flight.lock.acquire(True, min(left, 0.05)):
+                flight.lock.release()
+                break
+        found = self._published(key)  # (checked again: the files at this moment)
+        if found is not None:
+            return found
+        return flight.result if isinstance(flight.result, Reason) else Reason.FILE_CHANGED
+
+    def _build(self, key: Hashable, checks: tuple[FileCheck, ...], build: Build) -> Any:
+        started = time.perf_counter()
+        try:
+            ctx = build(checks)
+        except (MemoryError, RecursionError):
+            raise  # as stock's own load would raise them
+        except Exception as exc:
+            # Expected for a malformed file or a wrong password: stock raises its own error
+            # for the same connection, so ours is only worth a debug line.
+            _log.debug("requests_fastssl: building a context failed (%r); stock handles it", exc)
+            self.count("build_failures")
+            return Reason.BUILD_FAILED
+        if not all(check.unchanged() for check in checks):
+            self.count("build_failures")
+            return Reason.FILE_CHANGED
+        self.count("contexts_built")
+        self.count("ca_loads")
+        self._build_seconds += time.perf_counter() - started
+        self._entries[key] = (ctx, checks)
+        self._recent(key)
+        self._evict()
+        return ctx
+
+    # Counts: `d[k] += 1` on a dict with str keys runs no Python code and reaches no point
+    # where the interpreter switches threads, so no increment is lost to a race; one
+    # interrupted by an exception is simply not made.
+
+    def enter(self, ctx: Any) -> None:
+        """A handshake with ``ctx`` starts (see the fork rule)."""
+        self._busy[id(ctx)] = self._busy.get(id(ctx), 0) + 1
+        self._counts["connections"] += 1
+
+    def leave(self, ctx: Any) -> None:
+        left = self._busy.pop(id(ctx), 1) - 1
+        if left > 0:
+            self._busy[id(ctx)] = left
+
+    def step_aside(self, reason: Reason) -> None:
+        self._counts["step_asides"] += 1
+        self._reasons[reason.code] = self._reasons.get(reason.code, 0) + 1
 
     def count(self, name: str, n: int = 1) -> None:
-        with self._lock:
-            self._counts[name] += n
+        self._counts[name] += n
 
     def resize(self, max_contexts: int) -> None:
-        with self._lock:
-            self._max = max_contexts
-            self._evict()
+        self._max = max_contexts
+        self._evict()
 
     def clear(self) -> None:
-        """Drop every published context (pools holding one keep it until they go)."""
-        with self._lock:
-            self._entries.clear()
-            self._failures.clear()
+        """Drop every published context (connections made with one keep it)."""
+        self._entries.clear()
 
     def stats(self) -> Stats:
-        with self._lock:
-            counts = dict(self._counts)
-            counts["entries"] = len(self._entries)
-            seconds = self._build_seconds
-            reasons = dict(sorted(self._reasons.items()))
-        return Stats(**counts, build_seconds=seconds, step_aside_reasons=reasons)
+        counts = self._counts.copy()
+        counts["entries"] = len(self._entries)
+        reasons = dict(sorted(self._reasons.copy().items()))
+        return Stats(**counts, build_seconds=self._build_seconds, step_aside_reasons=reasons)
+
+    def _after_fork_in_child(self) -> None:
+        self._flights = {}
+        busy, self._busy = self._busy, {}
+        for key, (ctx, _checks) in list(self._entries.items()):
+            if id(ctx) in busy:
+                del self._entries[key]
 
 
 _COUNTERS = tuple(

@@ -1,7 +1,7 @@
 """The install state every other module reads, and the lock that serialises changes to it.
 
 It imports nothing, so the wrappers, the registry and ``_install`` can all depend on it
-without depending on each other. The wrappers read ``STATE.active`` and nothing else.
+without depending on each other. The hook reads ``STATE.active`` and ``STATE.settings``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ._compat import Target
+    from ._policy import Settings
 
 __all__ = ["LOCK", "STATE"]
 
@@ -27,8 +27,8 @@ class _State:
         "max_contexts",
         "phase",
         "reason",
+        "settings",
         "strict",
-        "target",
         "wanted",
         "warned",
     )
@@ -42,7 +42,7 @@ class _State:
         self.handles: list[tuple[Any, str, Any]] = []  # (owner, attribute, wrapt handle)
         self.hook: Any = None  # the sys.meta_path entry while waiting for requests
         self.max_contexts: int | None = None
-        self.target: Target | None = None  # facts about the patched requests and urllib3
+        self.settings: Settings | None = None  # urllib3's modules, read at each set-up
         self.warned = False
 
 

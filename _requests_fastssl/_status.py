@@ -32,24 +32,15 @@ class Status(NamedTuple):
 class Stats(NamedTuple):
     """Counters of the context registry since the process started (``clear()`` keeps them).
 
-    ``contexts_built``: contexts created and published; ``reuses``: requests served by an
-    existing context; ``ca_loads``: CA bundle/directory loads done while building (stock
-    requests does one per new connection); ``build_seconds``: wall time spent building;
-    ``entries``: contexts held now; ``evictions``: contexts dropped by the LRU bound;
-    ``step_asides``: HTTPS requests left entirely to stock requests, and
-    ``step_aside_reasons`` the same counted by reason; ``detaches``: pools handed back to
-    stock behaviour; ``build_failures``: builds that failed or raced a file change (those
-    requests went stock, so they saw stock errors); ``connections``: TLS connections opened
-    with a shared context, each one a CA load (or, for ``verify=False``, a system-store load)
-    that stock requests would have done; ``private_connections``: connections of pools
-    holding a shared context that used a fresh, stock-built context instead (a file or a
-    urllib3 setting changed since the build); ``discards``: contexts dropped because a file
-    they read changed; ``owned_loads_avoided``: connections of pools with an adapter's own
-    context that skipped loading a CA file that context already held (``_owned``);
-    ``failures_skipped``: requests sent straight to stock because the same files failed to
-    build before and have not changed (no CA load paid to find that out again);
-    ``proxy_legs``: TLS connections to an HTTPS proxy made with a shared context (also
-    counted in ``connections``; urllib3 2.x only).
+    ``contexts_built``: shared contexts built and published, each one CA load
+    (``ca_loads``); ``build_seconds``: the time those builds took; ``entries``: contexts
+    held now; ``evictions``: contexts dropped by the LRU bound; ``connections``: TLS
+    connections set up with a shared context, each one a CA load (or, for
+    ``verify=False``, a system-store load) stock would have done; ``reuses``: set-ups that
+    found a context already built; ``discards``: contexts dropped because a file they read
+    changed; ``build_failures``: builds that failed or saw a file change (those connections
+    went to stock and saw stock's errors); ``step_asides``: connection set-ups left to
+    stock, and ``step_aside_reasons`` the same by reason (``Reason`` codes, docs/design.md).
     """
 
     contexts_built: int = 0
@@ -59,20 +50,15 @@ class Stats(NamedTuple):
     entries: int = 0
     evictions: int = 0
     step_asides: int = 0
-    detaches: int = 0
     build_failures: int = 0
     connections: int = 0
-    private_connections: int = 0
     discards: int = 0
-    owned_loads_avoided: int = 0
-    failures_skipped: int = 0
-    proxy_legs: int = 0
     step_aside_reasons: Mapping[str, int] = {}
 
     @property
     def loads_avoided(self) -> int:
         """Loads stock requests would have done that the shim did not."""
-        return max(0, self.connections - self.ca_loads) + self.owned_loads_avoided
+        return max(0, self.connections - self.ca_loads)
 
     @property
     def seconds_saved(self) -> float:
@@ -83,6 +69,8 @@ class Stats(NamedTuple):
 
     def since(self, earlier: Stats) -> Stats:
         """The counters accumulated after ``earlier`` (``entries`` stays as it is now)."""
+        if not isinstance(earlier, Stats):
+            raise TypeError(f"since() takes an earlier Stats, not {type(earlier).__name__}")
         delta: dict[str, object] = {}
         for name, now, then in zip(self._fields, self, earlier, strict=True):
             if name == "entries":

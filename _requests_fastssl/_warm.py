@@ -1,10 +1,10 @@
 """``warm()``: build at start-up the shared context a later request will use.
 
 A process's first HTTPS request pays the CA load; a server that forks workers pays it once
-per worker. Warming runs exactly what a request runs up to the connection (requests' own
-pool lookup and the wrapped ``cert_verify``, on a throwaway adapter), so the context it
-leaves in the registry is the one a later request with the same settings finds: same key,
-nothing of its own to keep in step. Contexts complete before a fork are used by the child
+per worker. Warming runs what a request runs up to the connection (requests' own pool
+lookup and ``cert_verify``, on a throwaway adapter, then the pool's own connection object),
+and hands the inputs that connection would give urllib3's set-up to the same decision a
+connection makes, so the context it leaves is the one a later request finds. Contexts complete before a fork are used by the child
 (``_registry``), which is what makes a warming master's workers load nothing.
 
 ``REQUESTS_FASTSSL_WARM=1`` warms ``verify=True`` whenever the shim becomes active, that is
@@ -45,7 +45,8 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
     adapters = importlib.import_module("requests.adapters")
     from requests.models import PreparedRequest
 
-    from ._contexts import spec_of
+    from ._hook import shared_context
+    from ._policy import Reason
 
     if not STATE.active:
         return False
@@ -58,9 +59,41 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
     try:
         pool = adapter.get_connection_with_tls_context(request, verify, None, cert)
         adapter.cert_verify(pool, _URL, verify, cert)
-        return spec_of(pool.conn_kw.get("ssl_context")) is not None
+        conn = pool._new_conn()  # (makes no connection)
+        inputs = {name: getattr(conn, name, None) for name in _INPUTS}
+        inputs["server_hostname"] = conn.host
+        ctx = shared_context(inputs)
+        if ctx is Reason.NOT_A_FILE or ctx is Reason.BUILD_FAILED:
+            # What the request would raise: stock's own set-up, on a socket-less call.
+            _stock_error(inputs)
+        return not isinstance(ctx, Reason)
     finally:
         adapter.close()
+
+
+_INPUTS = (
+    "cert_reqs", "ssl_version", "ssl_minimum_version", "ssl_maximum_version", "cert_file",
+    "key_file", "key_password", "ca_certs", "ca_cert_dir", "ca_cert_data", "assert_hostname",
+    "assert_fingerprint", "ssl_context",
+)  # fmt: skip
+
+
+def _stock_error(inputs: dict[str, Any]) -> None:
+    """Raise what urllib3's set-up raises for these inputs before any handshake."""
+    import urllib3.util.ssl_ as ssl_
+    from urllib3.exceptions import SSLError
+
+    ctx = ssl_.create_urllib3_context()
+    ca = (inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"])
+    try:
+        if any(ca):
+            ctx.load_verify_locations(*ca)
+        if inputs["cert_file"]:
+            args = (inputs["cert_file"], inputs["key_file"])
+            password = inputs["key_password"]
+            ctx.load_cert_chain(*args, *(() if password is None else (password,)))
+    except OSError as exc:
+        raise SSLError(exc) from exc
 
 
 def warm_from_env() -> None:
@@ -82,4 +115,5 @@ def warm_from_env() -> None:
         log.warning("requests_fastssl: %s: warming verify=True failed: %r", ENV_WARM, exc)
         return
     if not ready:
-        log.info("requests_fastssl: %s: the shim steps aside for verify=True here", ENV_WARM)
+        log.warning("requests_fastssl: %s: the shim steps aside for verify=True here "
+                    "(stats().step_aside_reasons says why)", ENV_WARM)

@@ -32,9 +32,8 @@ from support import (
 from urllib3.util.ssl_ import create_urllib3_context
 
 import requests_fastssl
-from _requests_fastssl._contexts import _built, check_hostname_off, spec_of
+from _requests_fastssl._contexts import _ALPN, FrozenContext
 from _requests_fastssl._registry import REGISTRY
-from _requests_fastssl._state import STATE
 from _requests_fastssl.cli.server import server_context
 
 CLOSE = {"Connection": "close"}  # every request opens a new connection
@@ -48,20 +47,20 @@ def cn(response: requests.Response) -> str | None:
 
 
 def shared_contexts() -> list[Any]:
-    return list(REGISTRY._entries.values())
+    return [ctx for ctx, _checks in REGISTRY._entries.values()]
 
 
 def assert_shared_contexts_untouched() -> None:
-    """Whatever ran, every shared context still verifies and checks host names."""
-    target = STATE.target
-    assert target is not None
-    for ctx in shared_contexts():
-        spec = spec_of(ctx)
-        assert spec is not None
-        expected = ssl.CERT_NONE if spec.cert_reqs == "CERT_NONE" else ssl.CERT_REQUIRED
+    """Whatever ran, every shared context still verifies and checks host names as built
+    for its inputs (the key: cert_reqs first, assert_hostname and assert_fingerprint 9th
+    and 10th)."""
+    for key, (ctx, _checks) in REGISTRY._entries.items():
+        assert type(ctx) is FrozenContext
+        expected = ssl.CERT_NONE if key[0] == "CERT_NONE" else ssl.CERT_REQUIRED
         fresh = create_urllib3_context(cert_reqs=expected)  # as this urllib3 line builds it
         assert ctx.verify_mode == expected
-        assert ctx.check_hostname is (fresh.check_hostname and not check_hostname_off(target, spec))
+        host_checks_off = bool(key[9] or key[8] or key[8] is False)
+        assert ctx.check_hostname is (fresh.check_hostname and not host_checks_off)
 
 
 def pools_of(session: requests.Session) -> Any:
@@ -617,8 +616,8 @@ def test_r15_alpn_change_gets_a_new_context(
     monkeypatch.setattr(urllib3.util.ssl_, "ALPN_PROTOCOLS", ["h2", "http/1.1"])
     assert requests.get(server.url).status_code == 200
     assert requests_fastssl.stats().contexts_built == built + 1
-    assert _built(before).alpn == ["http/1.1"]
-    assert {tuple(_built(c).alpn) for c in shared_contexts()} == {
+    assert _ALPN[before] == ("http/1.1",)
+    assert {_ALPN[c] for c in shared_contexts()} == {
         ("http/1.1",),
         ("h2", "http/1.1"),
     }

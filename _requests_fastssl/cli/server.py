@@ -1,8 +1,8 @@
 """A small threaded HTTPS server on loopback, for the tests and the benchmark.
 
 Every response is a JSON object naming the client certificate the server saw
-(``{"client_cn": "client-a"}`` or ``{"client_cn": null}``), so a test can prove which
-identity a request presented. Handshakes run in the handler thread, so one slow or failing
+(``{"client_cn": "client-a", "tls": "TLSv1.3"}`` or ``{"client_cn": null, ...}``), so a
+test can prove which identity a request presented, over which TLS version. Handshakes run in the handler thread, so one slow or failing
 client never blocks the others, and failed handshakes are counted, not printed.
 """
 
@@ -63,7 +63,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         cn = _common_name(self.connection.getpeercert())
         self.server.owner._saw(cn)
-        body = json.dumps({"client_cn": cn, "path": self.path}).encode()
+        tls = self.connection.version()  # type: ignore[attr-defined]
+        body = json.dumps({"client_cn": cn, "path": self.path, "tls": tls}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

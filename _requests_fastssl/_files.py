@@ -1,0 +1,98 @@
+"""What a shared context read from each file, and whether reading it now gives the same.
+
+Stock reads the CA file (and the client certificate and key) on every new connection, so a
+shared context is only the same as stock's while those files still hold what it read. Every
+new connection checks: a stat (identity: device, inode, size, both timestamps), then the
+file read and compared byte for byte. Timestamps alone prove nothing (a coarse clock gives
+two writes one timestamp; a write through a shared mapping moves none), and reading is what
+fails when stock's load would fail on an unchanged file (privileges dropped, no descriptors
+left). About 25 microseconds for certifi's bundle; loading it costs tens of milliseconds.
+
+Only ``os.stat``, ``os.open``, ``os.read`` and ``os.close`` touch the file: the system calls
+OpenSSL's own load makes (Python's ``open()`` adds an ioctl and an lseek, which a seccomp
+allow-list recorded from a stock run would refuse). Anything they raise, an audit hook's
+refusal included, means "cannot tell": the caller leaves the connection to stock.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+__all__ = ["FileCheck", "read_checks"]
+
+_PIECE = 65536
+
+
+def _identity(path: str) -> tuple[int, ...] | None:
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    # ctime too: mtime can be set back by the writer (cp -p, tar, rsync -t); ctime cannot.
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        pieces = []
+        while piece := os.read(fd, _PIECE):
+            pieces.append(piece)
+        return b"".join(pieces)
+    finally:
+        os.close(fd)
+
+
+def _same(path: str, expected: bytes) -> bool:
+    """Compared piece by piece: 300 connections at once must not hold 300 bundle copies."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        offset = 0
+        while piece := os.read(fd, _PIECE):
+            if not expected.startswith(piece, offset):  # (a memcmp, no copy)
+                return False
+            offset += len(piece)
+        return offset == len(expected)
+    finally:
+        os.close(fd)
+
+
+class FileCheck:
+    """One file as a build read it: its identity and its contents."""
+
+    __slots__ = ("contents", "identity", "path")
+
+    def __init__(self, path: str, identity: tuple[int, ...], contents: bytes) -> None:
+        self.path = path
+        self.identity = identity
+        self.contents = contents
+
+    def unchanged(self) -> bool:
+        """Whether the file still holds what was read (False if that cannot be told)."""
+        try:
+            return _identity(self.path) == self.identity and _same(self.path, self.contents)
+        except (MemoryError, RecursionError):
+            raise
+        except Exception:
+            return False
+
+
+def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
+    """A check for each file, read now; None if any is not a regular, readable file (stock
+    then reads it itself: a pipe must be read once, by stock, and a missing file fails with
+    stock's own error)."""
+    checks = []
+    try:
+        for path in paths:
+            identity = _identity(path)
+            if identity is None:
+                return None
+            contents = _read(path)
+            if _identity(path) != identity:  # changed while read: let stock read it
+                return None
+            checks.append(FileCheck(path, identity, contents))
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:
+        return None
+    return tuple(checks)

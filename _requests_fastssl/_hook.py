@@ -1,0 +1,78 @@
+"""The point of use: the wrapper on urllib3 2.x's ``_ssl_wrap_socket_and_match_hostname``.
+
+urllib3 calls that function for every new TLS connection (a pool's, and both legs through
+an HTTPS proxy) with every input of the set-up as a keyword argument. The wrapper asks the
+policy for the key of those very inputs; if there is a shared context for it (its files
+unchanged at this moment), urllib3's own function runs with that context given and the load
+inputs (CA file and data, client certificate, key, password) left out, since the context
+holds them already: what remains of the set-up is urllib3's own code, whose writes to the
+context (``verify_mode``, ``check_hostname``, ALPN) are the values it already has. Otherwise
+the call goes to urllib3 untouched. Keep-alive requests never reach it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import _contexts, _policy
+from ._policy import Reason
+from ._registry import REGISTRY
+from ._state import STATE
+
+__all__ = ["set_up_wrapper", "shared_context", "urllib3_1_wrapper"]
+
+_log = logging.getLogger("requests_fastssl")
+# The inputs the shared context already holds: urllib3 must not load them again.
+_LOADED = dict.fromkeys(
+    ("ca_certs", "ca_cert_dir", "ca_cert_data", "cert_file", "key_file", "key_password")
+)
+
+
+def shared_context(inputs: dict[str, Any]) -> Any:
+    """The shared context for these set-up inputs, or the Reason to leave them to stock.
+    Raises only what stock's own load would (MemoryError, RecursionError)."""
+    settings = STATE.settings
+    if settings is None:
+        return Reason.INTERNAL_ERROR
+    try:
+        decision = _policy.decide(inputs, settings)
+        if isinstance(decision, Reason):
+            return decision
+        key, paths = decision
+
+        def build(checks: Any) -> Any:
+            ca_check = checks[0] if inputs["ca_certs"] else None
+            return _contexts.build(inputs, settings.connection, settings.ssl_, ca_check)
+
+        return REGISTRY.get(key, paths, build)
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:
+        _log.exception("requests_fastssl: internal error; this connection goes to stock")
+        return Reason.INTERNAL_ERROR
+
+
+def set_up_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    if not STATE.active:
+        return wrapped(*args, **kwargs)
+    if args or not _policy.INPUTS.issuperset(kwargs) or len(kwargs) < len(_policy.INPUTS) - 1:
+        ctx: Any = Reason.CALL_SHAPE  # urllib3 passes every input by keyword (tls_in_tls may go)
+    else:
+        kwargs.setdefault("tls_in_tls", False)
+        ctx = shared_context(kwargs)
+    if isinstance(ctx, Reason):
+        REGISTRY.step_aside(ctx)
+        return wrapped(*args, **kwargs)
+    REGISTRY.enter(ctx)
+    try:
+        return wrapped(**{**kwargs, **_LOADED, "ssl_context": ctx})
+    finally:
+        REGISTRY.leave(ctx)
+
+
+def urllib3_1_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """urllib3 1.26 (its ``ssl_wrap_socket``): stock, counted."""
+    if STATE.active:
+        REGISTRY.step_aside(Reason.URLLIB3_1)
+    return wrapped(*args, **kwargs)

@@ -1,0 +1,217 @@
+"""Every rule for when the shim shares a context and when it steps aside, in one place.
+
+``decide(inputs)`` looks at the inputs of one TLS connection set-up, exactly as urllib3
+passes them to ``urllib3.connection._ssl_wrap_socket_and_match_hostname``, plus the urllib3
+module settings that feed that set-up, and returns either the registry key of the shared
+context that would be the same as the one stock would build, with the files to check, or
+the ``Reason`` the connection goes to stock. ``docs/design.md``'s table of reasons is tested
+equal to ``Reason``.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import ssl
+import types
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+__all__ = ["GENUINE_CONTEXT", "INPUTS", "Reason", "decide", "is_genuine_function"]
+
+
+class Reason(enum.Enum):
+    """Why a connection was left to stock urllib3: the code ``stats()`` counts, and what to
+    do about it (shown by ``doctor``, the log and docs/design.md)."""
+
+    OWN_CONTEXT = ("own-context", "the connection was given an SSLContext (an adapter's, a "
+                   "proxy's or requests 2.32.3/2.32.4's): never shared, stock loads into it")
+    CA_DIRECTORY = ("ca-directory", "verify names a CA directory: OpenSSL reads its entries "
+                    "lazily at each handshake, with the rights of that moment")
+    DEFAULT_STORE = ("default-store", "verification with no CA file: the system store, whose "
+                     "directory OpenSSL reads lazily at each handshake")
+    CONTEXT_CLASS = ("context-class", "urllib3's SSLContext is not the standard library's "
+                     "(pyOpenSSL, truststore, a green library's subclass)")
+    URLLIB3_REPLACED = ("urllib3-replaced", "create_urllib3_context or ssl_wrap_socket is not "
+                        "urllib3's own function (a wrapper or a replacement may do anything)")
+    SSL_VERSION = ("ssl-version", "the deprecated ssl_version is set: urllib3 warns on every "
+                   "connection")
+    KEY_PASSWORD_CALLABLE = ("key-password-callable", "key_password is a callable: OpenSSL "
+                             "asks it at every load and its answer may change")
+    UNHASHABLE_SETTING = ("unhashable-setting", "an input or urllib3 setting cannot be keyed")
+    NOT_A_FILE = ("not-a-file", "a CA or certificate file is missing, unreadable or not a "
+                  "regular file (a pipe is read once, by stock)")
+    BUILD_FAILED = ("build-failed", "the context could not be built (malformed file, wrong "
+                    "password): stock raises its own error")
+    FILE_CHANGED = ("file-changed", "a file changed while its context was built")
+    REENTRANT = ("reentrant", "this thread is already building that context (a signal "
+                 "handler or a hook made a request from inside the build)")
+    WAIT_TIMEOUT = ("wait-timeout", "another thread's build of the same context did not end "
+                    "within the bound")
+    CALL_SHAPE = ("call-shape", "urllib3 called its set-up with arguments the shim does not "
+                  "know")
+    URLLIB3_1 = ("urllib3-1.26", "urllib3 1.26 builds a context per connection object: the "
+                 "shim leaves it stock")
+    INTERNAL_ERROR = ("internal-error", "a bug in the shim (logged with a traceback)")
+
+    def __init__(self, code: str, text: str) -> None:
+        self.code = code
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.code
+
+
+# The keyword arguments of urllib3 2.x's _ssl_wrap_socket_and_match_hostname, every one of
+# them an input of the context or of the checks after the handshake. A urllib3 whose
+# function takes others is not patched (_install).
+INPUTS = frozenset(
+    (
+        "sock", "cert_reqs", "ssl_version", "ssl_minimum_version", "ssl_maximum_version",
+        "cert_file", "key_file", "key_password", "ca_certs", "ca_cert_dir", "ca_cert_data",
+        "assert_hostname", "assert_fingerprint", "server_hostname", "ssl_context",
+        "tls_in_tls",
+    )
+)  # fmt: skip
+
+
+def _genuine_context_class() -> type:
+    """The standard library's SSLContext, found by its definition (the subclass of the C
+    type that ssl.py defines), not by what ``ssl.SSLContext`` names now: gevent, eventlet
+    and applications put subclasses there that keep state of their own."""
+    import _ssl
+
+    for cls in _ssl._SSLContext.__subclasses__():
+        init = cls.__dict__.get("__new__")
+        code = getattr(getattr(init, "__func__", init), "__code__", None)
+        if cls.__module__ == "ssl" and getattr(code, "co_filename", None) == ssl.__file__:
+            return cls
+    raise ImportError("the standard library's ssl.SSLContext was not found")
+
+
+GENUINE_CONTEXT = _genuine_context_class()
+
+
+def is_genuine_function(func: Any, module: types.ModuleType) -> bool:
+    """Whether ``func`` is a plain function defined in ``module``'s own file (not a
+    wrapper, a partial or a replacement)."""
+    code = getattr(func, "__code__", None)
+    return (
+        type(func) is types.FunctionType
+        and code is not None
+        and code.co_filename == getattr(module, "__file__", None)
+        and func.__module__ == module.__name__
+    )
+
+
+def _frozen(value: Any) -> Hashable:
+    """A hashable stand-in for a setting's value (lists and dicts by contents)."""
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, *map(_frozen, value))
+    if isinstance(value, Mapping):
+        return frozenset((k, _frozen(v)) for k, v in value.items())
+    hash(value)  # TypeError: unhashable, the caller steps aside
+    return value  # type: ignore[no-any-return]
+
+
+class Settings:
+    """The urllib3 module settings that feed a context urllib3 builds, read once per
+    connection set-up: the factory and the names its code reads from its module, the
+    context class, the flags the set-up reads, ALPN and the key-log file."""
+
+    def __init__(self, connection: types.ModuleType, ssl_: types.ModuleType) -> None:
+        self.connection = connection
+        self.ssl_ = ssl_
+        self.urllib3_1 = not hasattr(connection, "_ssl_wrap_socket_and_match_hostname")
+        factory = ssl_.create_urllib3_context
+        self.factory_globals = tuple(
+            name for name in factory.__code__.co_names if name in factory.__globals__
+        )
+
+    def snapshot(self) -> Reason | tuple[Hashable, ...]:
+        connection, ssl_ = self.connection, self.ssl_
+        factory = connection.create_urllib3_context
+        if not is_genuine_function(factory, ssl_) or not is_genuine_function(
+            connection.ssl_wrap_socket, ssl_
+        ):
+            return Reason.URLLIB3_REPLACED
+        if ssl_.SSLContext is not GENUINE_CONTEXT or ssl_.IS_PYOPENSSL:
+            return Reason.CONTEXT_CLASS
+        space = factory.__globals__
+        keylog = os.environ.get("SSLKEYLOGFILE")
+        try:
+            return (
+                factory,
+                connection.resolve_cert_reqs,
+                connection.resolve_ssl_version,
+                ssl_.HAS_NEVER_CHECK_COMMON_NAME,
+                _frozen(ssl_.ALPN_PROTOCOLS),
+                None if keylog is None else os.path.expandvars(keylog),
+                *(_frozen(space.get(name)) for name in self.factory_globals),
+            )
+        except TypeError:
+            return Reason.UNHASHABLE_SETTING
+
+
+def _default_ca_file() -> str | None:
+    """The CA file load_default_certs() reads (SSL_CERT_FILE, else OpenSSL's default)."""
+    paths = ssl.get_default_verify_paths()
+    return paths.cafile
+
+
+def decide(
+    inputs: Mapping[str, Any], settings: Settings
+) -> Reason | tuple[tuple[Hashable, ...], tuple[str, ...]]:
+    """The registry key and the files to check for one connection set-up, or why stock."""
+    if settings.urllib3_1:
+        return Reason.URLLIB3_1
+    if inputs.get("ssl_context") is not None:
+        return Reason.OWN_CONTEXT
+    if inputs.get("ssl_version") is not None:
+        return Reason.SSL_VERSION
+    ca_certs, ca_dir, ca_data = inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"]
+    if ca_dir:
+        return Reason.CA_DIRECTORY
+    cert_file, key_file, password = inputs["cert_file"], inputs["key_file"], inputs["key_password"]
+    if callable(password):
+        return Reason.KEY_PASSWORD_CALLABLE
+    snapshot = settings.snapshot()
+    if isinstance(snapshot, Reason):
+        return snapshot
+    files = [ca_certs] if ca_certs else []
+    if not (ca_certs or ca_dir or ca_data):
+        # Stock loads the system store (load_default_certs). Its directory is read lazily,
+        # at each handshake: that can only be left out of account where verification is
+        # off (the store then decides nothing), so only then is the store shared.
+        try:
+            unverified = settings.connection.resolve_cert_reqs(inputs["cert_reqs"]) == 0
+        except Exception:
+            unverified = False
+        if not unverified or cert_file:
+            return Reason.DEFAULT_STORE
+        default = _default_ca_file()
+        if default and os.path.exists(default):
+            files.append(default)
+        snapshot = (*snapshot, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    if cert_file:
+        files.append(cert_file)
+    if key_file:
+        files.append(key_file)
+    try:
+        key = (
+            inputs["cert_reqs"],
+            inputs["ssl_minimum_version"],
+            inputs["ssl_maximum_version"],
+            ca_certs,
+            _frozen(ca_data),
+            cert_file,
+            key_file,
+            password,
+            _frozen(inputs["assert_hostname"]),
+            _frozen(inputs["assert_fingerprint"]),
+            snapshot,
+        )
+        hash(key)
+    except TypeError:
+        return Reason.UNHASHABLE_SETTING
+    return key, tuple(files)
