@@ -14,8 +14,6 @@ import sys
 import types
 from typing import Any
 
-from ._policy import INPUTS
-
 __all__ = ["hook", "unsupported_reason", "version_tuple"]
 
 MIN_REQUESTS = (2, 32, 3)
@@ -54,6 +52,8 @@ def unsupported_reason(adapters: types.ModuleType) -> str | None:
     if version_tuple(urllib3_version)[0] == 2:
         import urllib3.connection
 
+        from ._policy import INPUTS  # (imports ssl)
+
         set_up = getattr(urllib3.connection, "_ssl_wrap_socket_and_match_hostname", None)
         try:
             params = set(inspect.signature(set_up).parameters)  # type: ignore[arg-type]
@@ -71,6 +71,6 @@ def hook() -> tuple[types.ModuleType, str, Any]:
 
     from . import _hook
 
-    if version_tuple(urllib3.__version__)[0] == 1:
+    if version_tuple(urllib3.__version__)[0] == 1:  # type: ignore[attr-defined]
         return urllib3.connection, "ssl_wrap_socket", _hook.urllib3_1_wrapper
     return urllib3.connection, "_ssl_wrap_socket_and_match_hostname", _hook.set_up_wrapper

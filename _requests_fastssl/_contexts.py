@@ -12,7 +12,9 @@ a socket (``sock.context``) can change trust or identity for other connections.
 
 from __future__ import annotations
 
+import binascii
 import inspect
+import re
 import ssl
 import types
 import weakref
@@ -20,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._errors import FrozenContextError
-from ._files import FileCheck
+from ._files import FileChanged, FileCheck
 from ._policy import GENUINE_CONTEXT
 
 __all__ = ["FrozenContext", "build"]
@@ -69,10 +71,10 @@ def _frozen_namespace() -> dict[str, Any]:
         if isinstance(inspect.getattr_static(type(self), name, None), property):
             object.__setattr__(self, name, value)  # the guarded property decides
             return
-        raise FrozenContextError(f"setting {name} on a shared SSLContext")
+        raise FrozenContextError(f"setting {name} on an SSLContext that requests_fastssl shares")
 
     def __delattr__(self: Any, name: str) -> None:
-        raise FrozenContextError(f"deleting {name} on a shared SSLContext")
+        raise FrozenContextError(f"deleting {name} on an SSLContext that requests_fastssl shares")
 
     def __alpn__(self: Any) -> list[str]:
         return list(_ALPN.get(self, ()))
@@ -89,20 +91,24 @@ FrozenContext: type[ssl.SSLContext] = type("FrozenContext", (GENUINE_CONTEXT,), 
 _ALPN: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
+_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n(.+?)-----END CERTIFICATE-----", re.S)
+
+
 def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
     """Whether the CA load put in ``ctx`` what the check read: the file could hold other
     contents only while OpenSSL read it (written through a shared mapping and back), which
-    no check before or after could see. Compared with those bytes loaded from memory."""
+    no check before or after could see. The store must hold as many certificates as the
+    bytes do, and every CA certificate in it must be one of theirs; a file with anything
+    else (CRLs, TRUSTED CERTIFICATE blocks) cannot be told, and is not shared."""
     try:
-        probe = GENUINE_CONTEXT(ssl.PROTOCOL_TLS_CLIENT)
-        probe.load_verify_locations(cadata=check.contents.decode("ascii"))
-    except (MemoryError, RecursionError):
-        raise
-    except Exception:
-        return False  # not plain PEM (CRLs, TRUSTED CERTIFICATE blocks): cannot tell
-    return bool(
-        probe.cert_store_stats() == ctx.cert_store_stats()
-        and probe.get_ca_certs(True) == ctx.get_ca_certs(True)
+        ders = {binascii.a2b_base64(body) for body in _PEM_CERT.findall(check.contents)}
+    except binascii.Error:
+        return False
+    stats = ctx.cert_store_stats()
+    return (
+        stats["crl"] == 0
+        and stats["x509"] == len(ders)
+        and set(ctx.get_ca_certs(binary_form=True)) <= ders
     )
 
 
@@ -111,6 +117,7 @@ def build(
     connection: types.ModuleType,
     ssl_: types.ModuleType,
     ca_check: FileCheck | None,
+    checks: tuple[FileCheck, ...] = (),
 ) -> ssl.SSLContext:
     """A frozen context made as urllib3's set-up makes one for ``inputs`` (raises what the
     set-up would raise; the caller then leaves the connection to stock)."""
@@ -139,10 +146,13 @@ def build(
     else:
         ctx.load_verify_locations(ca_certs, ca_dir, ca_data)
         if ca_check is not None and not _same_store(ctx, ca_check):
-            raise OSError(f"{ca_certs} held other contents while it was loaded")
+            raise FileChanged(f"{ca_certs} held other contents while it was loaded")
     key_file, cert_file, password = inputs["key_file"], inputs["cert_file"], inputs["key_password"]
     if key_file and password is None and ssl_._is_key_file_encrypted(key_file):
         raise ssl.SSLError("Client private key is encrypted, password is required")
+    if password is None and any(b"ENCRYPTED" in check.contents for check in checks):
+        # OpenSSL would ask for the passphrase (on the terminal), as stock does per connection.
+        raise ssl.SSLError("an encrypted key without a password: left to stock")
     if cert_file:
         if password is None:
             ctx.load_cert_chain(cert_file, key_file)
@@ -157,4 +167,3 @@ def build(
     _ALPN[ctx] = tuple(alpn)
     ctx.__class__ = FrozenContext
     return ctx
-

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["FileCheck", "read_checks"]
+__all__ = ["FileChanged", "FileCheck", "read_checks"]
 
 _PIECE = 65536
 
@@ -33,7 +33,7 @@ def _identity(path: str) -> tuple[int, ...] | None:
 
 
 def _read(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY)  # (the flags OpenSSL's fopen("r") uses)
     try:
         pieces = []
         while piece := os.read(fd, _PIECE):
@@ -45,7 +45,7 @@ def _read(path: str) -> bytes:
 
 def _same(path: str, expected: bytes) -> bool:
     """Compared piece by piece: 300 connections at once must not hold 300 bundle copies."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY)  # (the flags OpenSSL's fopen("r") uses)
     try:
         offset = 0
         while piece := os.read(fd, _PIECE):
@@ -55,6 +55,10 @@ def _same(path: str, expected: bytes) -> bool:
         return offset == len(expected)
     finally:
         os.close(fd)
+
+
+class FileChanged(OSError):
+    """A file held other contents while a build read it: not a lasting failure."""
 
 
 class FileCheck:
@@ -71,9 +75,7 @@ class FileCheck:
         """Whether the file still holds what was read (False if that cannot be told)."""
         try:
             return _identity(self.path) == self.identity and _same(self.path, self.contents)
-        except (MemoryError, RecursionError):
-            raise
-        except Exception:
+        except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
             return False
 
 
@@ -91,8 +93,6 @@ def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
             if _identity(path) != identity:  # changed while read: let stock read it
                 return None
             checks.append(FileCheck(path, identity, contents))
-    except (MemoryError, RecursionError):
-        raise
-    except Exception:
+    except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
         return None
     return tuple(checks)

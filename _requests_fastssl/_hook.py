@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import _contexts, _policy
+from . import _contexts, _owned, _policy
 from ._policy import Reason
 from ._registry import REGISTRY
 from ._state import STATE
@@ -43,7 +43,7 @@ def shared_context(inputs: dict[str, Any]) -> Any:
 
         def build(checks: Any) -> Any:
             ca_check = checks[0] if inputs["ca_certs"] else None
-            return _contexts.build(inputs, settings.connection, settings.ssl_, ca_check)
+            return _contexts.build(inputs, settings.connection, settings.ssl_, ca_check, checks)
 
         return REGISTRY.get(key, paths, build)
     except (MemoryError, RecursionError):
@@ -56,11 +56,14 @@ def shared_context(inputs: dict[str, Any]) -> Any:
 def set_up_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     if not STATE.active:
         return wrapped(*args, **kwargs)
+    if len(args) == 1 and "sock" not in kwargs:  # (the proxy leg passes the socket so)
+        kwargs["sock"], args = args[0], ()
     if args or not _policy.INPUTS.issuperset(kwargs) or len(kwargs) < len(_policy.INPUTS) - 1:
-        ctx: Any = Reason.CALL_SHAPE  # urllib3 passes every input by keyword (tls_in_tls may go)
+        ctx: Any = Reason.CALL_SHAPE  # every input by keyword (tls_in_tls may be left out)
     else:
-        kwargs.setdefault("tls_in_tls", False)
-        ctx = shared_context(kwargs)
+        ctx = shared_context({"tls_in_tls": False, **kwargs})
+    if ctx is Reason.OWN_CONTEXT:
+        return _given(wrapped, kwargs)
     if isinstance(ctx, Reason):
         REGISTRY.step_aside(ctx)
         return wrapped(*args, **kwargs)
@@ -69,6 +72,27 @@ def set_up_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         return wrapped(**{**kwargs, **_LOADED, "ssl_context": ctx})
     finally:
         REGISTRY.leave(ctx)
+
+
+def _given(wrapped: Any, kwargs: dict[str, Any]) -> Any:
+    """A connection given its own context: stock, with a CA load it holds already left out."""
+    REGISTRY.step_aside(Reason.OWN_CONTEXT)
+    inputs = {"tls_in_tls": False, **kwargs}
+    try:
+        held = _owned.loaded_already(inputs)
+        check = None if held else _owned.before_load(inputs)
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:
+        _log.exception("requests_fastssl: internal error; this connection goes to stock")
+        held, check = False, None
+    if held:
+        REGISTRY.count("owned_loads_avoided")
+        return wrapped(**{**kwargs, "ca_certs": None})
+    result = wrapped(**kwargs)
+    if check is not None:
+        _owned.note_loaded(kwargs["ssl_context"], check)
+    return result
 
 
 def urllib3_1_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

@@ -146,6 +146,9 @@ def uninstall() -> Status:
         STATE.phase, STATE.reason = "not-installed", ""
         if STATE.handles:
             STATE.reason = "inactive wrappers left under other layers"
+        owned = sys.modules.get("_requests_fastssl._owned")
+        if owned is not None:
+            owned.forget_all()
         registry = sys.modules.get("_requests_fastssl._registry")
         if registry is not None:
             registry.REGISTRY.clear()
@@ -177,7 +180,6 @@ def clear() -> None:
 def _activate(adapters: ModuleType) -> None:
     """Patch an imported requests.adapters (called with the lock held)."""
     from . import _compat
-    from ._registry import REGISTRY
 
     reason = _compat.unsupported_reason(adapters)
     if reason is not None:
@@ -188,6 +190,8 @@ def _activate(adapters: ModuleType) -> None:
             STATE.warned = True
             _logger().warning("requests_fastssl: leaving requests stock: %s", reason)
         return
+    from ._registry import REGISTRY  # (imports ssl)
+
     if STATE.max_contexts is not None:
         REGISTRY.resize(STATE.max_contexts)
     import urllib3.connection

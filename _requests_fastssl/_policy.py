@@ -24,34 +24,79 @@ class Reason(enum.Enum):
     """Why a connection was left to stock urllib3: the code ``stats()`` counts, and what to
     do about it (shown by ``doctor``, the log and docs/design.md)."""
 
-    OWN_CONTEXT = ("own-context", "the connection was given an SSLContext (an adapter's, a "
-                   "proxy's or requests 2.32.3/2.32.4's): never shared, stock loads into it")
-    CA_DIRECTORY = ("ca-directory", "verify names a CA directory: OpenSSL reads its entries "
-                    "lazily at each handshake, with the rights of that moment")
-    DEFAULT_STORE = ("default-store", "verification with no CA file: the system store, whose "
-                     "directory OpenSSL reads lazily at each handshake")
-    CONTEXT_CLASS = ("context-class", "urllib3's SSLContext is not the standard library's "
-                     "(pyOpenSSL, truststore, a green library's subclass)")
-    URLLIB3_REPLACED = ("urllib3-replaced", "create_urllib3_context or ssl_wrap_socket is not "
-                        "urllib3's own function (a wrapper or a replacement may do anything)")
-    SSL_VERSION = ("ssl-version", "the deprecated ssl_version is set: urllib3 warns on every "
-                   "connection")
-    KEY_PASSWORD_CALLABLE = ("key-password-callable", "key_password is a callable: OpenSSL "
-                             "asks it at every load and its answer may change")
+    OWN_CONTEXT = (
+        "own-context",
+        "the connection was given an SSLContext (an adapter's, a "
+        "proxy's or requests 2.32.3/2.32.4's): never shared, stock loads into it",
+    )
+    CA_DIRECTORY = (
+        "ca-directory",
+        "verify names a CA directory: OpenSSL reads its entries "
+        "lazily at each handshake, with the rights of that moment",
+    )
+    DEFAULT_STORE = (
+        "default-store",
+        "verification with no CA file: the system store, whose "
+        "directory OpenSSL reads lazily at each handshake",
+    )
+    CONTEXT_CLASS = (
+        "context-class",
+        "urllib3's SSLContext is not the standard library's "
+        "(pyOpenSSL, truststore, a green library's subclass)",
+    )
+    CONTEXT_PATCHED = (
+        "context-patched",
+        "a method or attribute of ssl.SSLContext was "
+        "replaced (it would run once per build, not once per connection)",
+    )
+    DEPRECATED_VERSION = (
+        "deprecated-version",
+        "a TLS version bound ssl deprecates: setting it warns, on every connection in stock",
+    )
+    URLLIB3_REPLACED = (
+        "urllib3-replaced",
+        "create_urllib3_context or ssl_wrap_socket is not "
+        "urllib3's own function (a wrapper or a replacement may do anything)",
+    )
+    SSL_VERSION = (
+        "ssl-version",
+        "the deprecated ssl_version is set: urllib3 warns on every connection",
+    )
+    KEY_LOG = (
+        "key-log",
+        "SSLKEYLOGFILE is set: a context opens the file when it is made, "
+        "and stock writes to whatever file has the name at each connection",
+    )
+    KEY_PASSWORD_CALLABLE = (
+        "key-password-callable",
+        "key_password is a callable: OpenSSL asks it at every load and its answer may change",
+    )
     UNHASHABLE_SETTING = ("unhashable-setting", "an input or urllib3 setting cannot be keyed")
-    NOT_A_FILE = ("not-a-file", "a CA or certificate file is missing, unreadable or not a "
-                  "regular file (a pipe is read once, by stock)")
-    BUILD_FAILED = ("build-failed", "the context could not be built (malformed file, wrong "
-                    "password): stock raises its own error")
+    NOT_A_FILE = (
+        "not-a-file",
+        "a CA or certificate file is missing, unreadable or not a "
+        "regular file (a pipe is read once, by stock)",
+    )
+    BUILD_FAILED = (
+        "build-failed",
+        "the context could not be built (malformed file, wrong "
+        "password): stock raises its own error",
+    )
     FILE_CHANGED = ("file-changed", "a file changed while its context was built")
-    REENTRANT = ("reentrant", "this thread is already building that context (a signal "
-                 "handler or a hook made a request from inside the build)")
-    WAIT_TIMEOUT = ("wait-timeout", "another thread's build of the same context did not end "
-                    "within the bound")
-    CALL_SHAPE = ("call-shape", "urllib3 called its set-up with arguments the shim does not "
-                  "know")
-    URLLIB3_1 = ("urllib3-1.26", "urllib3 1.26 builds a context per connection object: the "
-                 "shim leaves it stock")
+    REENTRANT = (
+        "reentrant",
+        "this thread is already building that context (a signal "
+        "handler or a hook made a request from inside the build)",
+    )
+    WAIT_TIMEOUT = (
+        "wait-timeout",
+        "another thread's build of the same context did not end within the bound",
+    )
+    CALL_SHAPE = ("call-shape", "urllib3 called its set-up with arguments the shim does not know")
+    URLLIB3_1 = (
+        "urllib3-1.26",
+        "urllib3 1.26 builds a context per connection object: the shim leaves it stock",
+    )
     INTERNAL_ERROR = ("internal-error", "a bug in the shim (logged with a traceback)")
 
     def __init__(self, code: str, text: str) -> None:
@@ -90,6 +135,17 @@ def _genuine_context_class() -> type:
 
 
 GENUINE_CONTEXT = _genuine_context_class()
+# Its namespace as ssl.py left it: methods patched onto the class (mock.patch.object, a
+# tracer, a green library) run once per build instead of once per connection, so a class
+# whose namespace differs is left to stock.
+_GENUINE_NAMESPACE = tuple(GENUINE_CONTEXT.__dict__.items())
+
+
+def _genuine_unpatched() -> bool:
+    now = GENUINE_CONTEXT.__dict__
+    return len(now) == len(_GENUINE_NAMESPACE) and all(
+        now.get(name) is value for name, value in _GENUINE_NAMESPACE
+    )
 
 
 def is_genuine_function(func: Any, module: types.ModuleType) -> bool:
@@ -111,7 +167,8 @@ def _frozen(value: Any) -> Hashable:
     if isinstance(value, Mapping):
         return frozenset((k, _frozen(v)) for k, v in value.items())
     hash(value)  # TypeError: unhashable, the caller steps aside
-    return value  # type: ignore[no-any-return]
+    # With its type: 0 == False and 771.0 == TLSVersion.TLSv1_2, which urllib3 treats apart.
+    return (type(value), value)
 
 
 class Settings:
@@ -137,20 +194,31 @@ class Settings:
             return Reason.URLLIB3_REPLACED
         if ssl_.SSLContext is not GENUINE_CONTEXT or ssl_.IS_PYOPENSSL:
             return Reason.CONTEXT_CLASS
+        if not _genuine_unpatched():
+            return Reason.CONTEXT_PATCHED
+        if "SSLKEYLOGFILE" in os.environ:
+            return Reason.KEY_LOG
         space = factory.__globals__
-        keylog = os.environ.get("SSLKEYLOGFILE")
         try:
             return (
                 factory,
+                _frozen(factory.__defaults__),
+                _frozen(factory.__kwdefaults__),
                 connection.resolve_cert_reqs,
                 connection.resolve_ssl_version,
                 ssl_.HAS_NEVER_CHECK_COMMON_NAME,
                 _frozen(ssl_.ALPN_PROTOCOLS),
-                None if keylog is None else os.path.expandvars(keylog),
                 *(_frozen(space.get(name)) for name in self.factory_globals),
             )
         except TypeError:
             return Reason.UNHASHABLE_SETTING
+
+
+_DEPRECATED = {
+    getattr(ssl.TLSVersion, name)
+    for name in ("SSLv3", "TLSv1", "TLSv1_1")
+    if hasattr(ssl.TLSVersion, name)
+}
 
 
 def _default_ca_file() -> str | None:
@@ -172,6 +240,8 @@ def decide(
     ca_certs, ca_dir, ca_data = inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"]
     if ca_dir:
         return Reason.CA_DIRECTORY
+    if {inputs["ssl_minimum_version"], inputs["ssl_maximum_version"]} & _DEPRECATED:
+        return Reason.DEPRECATED_VERSION
     cert_file, key_file, password = inputs["cert_file"], inputs["key_file"], inputs["key_password"]
     if callable(password):
         return Reason.KEY_PASSWORD_CALLABLE
@@ -199,14 +269,14 @@ def decide(
         files.append(key_file)
     try:
         key = (
-            inputs["cert_reqs"],
-            inputs["ssl_minimum_version"],
-            inputs["ssl_maximum_version"],
-            ca_certs,
+            _frozen(inputs["cert_reqs"]),
+            _frozen(inputs["ssl_minimum_version"]),
+            _frozen(inputs["ssl_maximum_version"]),
+            _frozen(ca_certs),
             _frozen(ca_data),
-            cert_file,
-            key_file,
-            password,
+            _frozen(cert_file),
+            _frozen(key_file),
+            _frozen(password),
             _frozen(inputs["assert_hostname"]),
             _frozen(inputs["assert_fingerprint"]),
             snapshot,

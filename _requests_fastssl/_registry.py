@@ -10,8 +10,8 @@ the interpreter makes whole, so an exception raised at whatever bytecode (a sign
 handler's, ``KeyboardInterrupt``, one a trace hook injects) leaves no lock held and no table
 half-changed. The only thing that can outlive an interrupted build is its flight: the
 builder releases it first thing, and a flight that is released or older than the bound is
-replaced by the next request. No failure is remembered: a fixed file heals on the next
-request.
+replaced by the next request. A failed build is remembered only while the files it read
+are unchanged: a fixed file heals on the next request.
 
 After ``os.fork()`` the child gets a fresh lock and no builds in flight (their threads
 stayed in the parent), keeps every context that was complete before the fork (what makes
@@ -22,6 +22,7 @@ the fork: OpenSSL may hold a lock inside it.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import logging
 import os
 import time
@@ -30,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from ._files import FileCheck, read_checks
+from ._files import FileChanged, FileCheck, read_checks
 from ._policy import Reason
 from ._status import Stats
 
@@ -58,7 +59,7 @@ class _Flight:
     def __init__(self, token: _Token) -> None:
         self.lock = _thread.allocate_lock()
         self.lock.acquire()
-        self.alive = weakref.ref(token, self.lock.__exit__)
+        self.alive = weakref.ref(token, self.lock.__exit__)  # type: ignore[arg-type]
         self.owner = _thread.get_ident()
         self.started = time.monotonic()
         self.result: Any = Reason.BUILD_FAILED
@@ -71,6 +72,9 @@ class Registry:
     def __init__(self, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
         self._entries: OrderedDict[Hashable, tuple[Any, tuple[FileCheck, ...]]] = OrderedDict()
         self._flights: dict[Hashable, _Flight] = {}
+        # Builds that failed, with the files they read: while those are unchanged, the same
+        # build would fail again, so the connection goes straight to stock.
+        self._failed: OrderedDict[Hashable, tuple[FileCheck, ...]] = OrderedDict()
         self._busy: dict[int, int] = {}  # id(context) -> handshakes under way with it
         self._max = max_contexts
         self._counts: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
@@ -85,6 +89,12 @@ class Registry:
         found = self._published(key)
         if found is not None:
             return found
+        failed = self._failed.get(key)
+        if failed is not None:
+            if all(check.unchanged() for check in failed):
+                self.count("failures_skipped")
+                return Reason.BUILD_FAILED
+            self._failed.pop(key, None)
         checks = read_checks(paths)
         if checks is None:
             return Reason.NOT_A_FILE
@@ -96,6 +106,9 @@ class Registry:
                 flight = self._flights[key] = me
             if flight is not me:
                 return self._wait(key, flight)
+            found = self._published(key)  # (published by a build that ended meanwhile)
+            if found is not None:
+                return found
             me.result = self._build(key, checks, build)
             return me.result
         finally:
@@ -118,10 +131,8 @@ class Registry:
         return None
 
     def _recent(self, key: Hashable) -> None:
-        try:
+        with contextlib.suppress(KeyError):  # (dropped meanwhile by another thread)
             self._entries.move_to_end(key)
-        except KeyError:
-            pass  # dropped meanwhile by another thread
 
     def _evict(self) -> None:
         while len(self._entries) > self._max:
@@ -153,13 +164,21 @@ class Registry:
         started = time.perf_counter()
         try:
             ctx = build(checks)
-        except (MemoryError, RecursionError):
-            raise  # as stock's own load would raise them
-        except Exception as exc:
+        except FileChanged:
+            self.count("build_failures")
+            return Reason.FILE_CHANGED
+        except (OSError, ValueError, TypeError, RuntimeError) as exc:
+            # What a load raises (ssl.SSLError is an OSError). Anything else, MemoryError,
+            # RecursionError or an exception a signal handler raised, propagates as it would
+            # from stock's own load.
             # Expected for a malformed file or a wrong password: stock raises its own error
             # for the same connection, so ours is only worth a debug line.
             _log.debug("requests_fastssl: building a context failed (%r); stock handles it", exc)
             self.count("build_failures")
+            if checks:  # (with no file to watch, a failure could never be found healed)
+                self._failed[key] = checks
+                while len(self._failed) > self._max:
+                    self._failed.popitem(last=False)
             return Reason.BUILD_FAILED
         if not all(check.unchanged() for check in checks):
             self.count("build_failures")
@@ -200,6 +219,7 @@ class Registry:
     def clear(self) -> None:
         """Drop every published context (connections made with one keep it)."""
         self._entries.clear()
+        self._failed.clear()
 
     def stats(self) -> Stats:
         counts = self._counts.copy()

@@ -39,8 +39,12 @@ class Stats(NamedTuple):
     ``verify=False``, a system-store load) stock would have done; ``reuses``: set-ups that
     found a context already built; ``discards``: contexts dropped because a file they read
     changed; ``build_failures``: builds that failed or saw a file change (those connections
-    went to stock and saw stock's errors); ``step_asides``: connection set-ups left to
-    stock, and ``step_aside_reasons`` the same by reason (``Reason`` codes, docs/design.md).
+    went to stock and saw stock's errors); ``failures_skipped``: set-ups sent straight to
+    stock because the same files failed to build before and have not changed (no CA load
+    paid to find that out again); ``owned_loads_avoided``: connections given their own
+    context that left out loading a CA file that context already held; ``step_asides``:
+    connection set-ups left to stock, and ``step_aside_reasons`` the same by reason
+    (``Reason`` codes, docs/design.md).
     """
 
     contexts_built: int = 0
@@ -53,12 +57,14 @@ class Stats(NamedTuple):
     build_failures: int = 0
     connections: int = 0
     discards: int = 0
+    failures_skipped: int = 0
+    owned_loads_avoided: int = 0
     step_aside_reasons: Mapping[str, int] = {}
 
     @property
     def loads_avoided(self) -> int:
         """Loads stock requests would have done that the shim did not."""
-        return max(0, self.connections - self.ca_loads)
+        return max(0, self.connections - self.ca_loads) + self.owned_loads_avoided
 
     @property
     def seconds_saved(self) -> float:

@@ -4,8 +4,9 @@ A process's first HTTPS request pays the CA load; a server that forks workers pa
 per worker. Warming runs what a request runs up to the connection (requests' own pool
 lookup and ``cert_verify``, on a throwaway adapter, then the pool's own connection object),
 and hands the inputs that connection would give urllib3's set-up to the same decision a
-connection makes, so the context it leaves is the one a later request finds. Contexts complete before a fork are used by the child
-(``_registry``), which is what makes a warming master's workers load nothing.
+connection makes, so the context it leaves is the one a later request finds. Contexts
+complete before a fork are used by the child (``_registry``), which is what makes a warming
+master's workers load nothing.
 
 ``REQUESTS_FASTSSL_WARM=1`` warms ``verify=True`` whenever the shim becomes active, that is
 when the program imports requests, never earlier.
@@ -115,5 +116,8 @@ def warm_from_env() -> None:
         log.warning("requests_fastssl: %s: warming verify=True failed: %r", ENV_WARM, exc)
         return
     if not ready:
-        log.warning("requests_fastssl: %s: the shim steps aside for verify=True here "
-                    "(stats().step_aside_reasons says why)", ENV_WARM)
+        log.warning(
+            "requests_fastssl: %s: the shim steps aside for verify=True here "
+            "(stats().step_aside_reasons says why)",
+            ENV_WARM,
+        )

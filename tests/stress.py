@@ -63,7 +63,7 @@ from urllib3.util.ssl_ import create_urllib3_context
 
 import requests_fastssl
 from _requests_fastssl import _contexts
-from _requests_fastssl._contexts import spec_of
+from _requests_fastssl._policy import GENUINE_CONTEXT
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 
@@ -324,20 +324,27 @@ def untrusted_answer(case: Case, result: Outcome) -> bool:
 
 def sabotage(kind: str, world: World) -> Callable[[], None]:
     """Make the shim's contexts wrong in a way its own checks cannot see; returns the undo."""
-    original_fresh = _contexts._fresh
+    original = _contexts.FrozenContext
 
-    def evil(target: Any, spec: Any) -> Any:
-        ctx = original_fresh(target, spec)
+    def evil(ctx: Any) -> None:
         if kind == "leak":  # every shared context presents client A (R1)
             ctx.load_cert_chain(*world.certs["a"])
         else:  # "bypass": every verifying shared context also trusts everything seen
             for path in world.files.values():
                 if path.endswith(".pem"):
                     ctx.load_verify_locations(path)
+
+    patched_build = _contexts.build
+
+    def build(*args: Any, **kwargs: Any) -> Any:
+        ctx = patched_build(*args, **kwargs)
+        object.__setattr__(ctx, "__class__", GENUINE_CONTEXT)
+        evil(ctx)
+        object.__setattr__(ctx, "__class__", original)
         return ctx
 
-    setattr(_contexts, "_fresh", evil)  # noqa: B010  (the name build() calls)
-    return lambda: setattr(_contexts, "_fresh", original_fresh)
+    _contexts.build = build
+    return lambda: setattr(_contexts, "build", patched_build)
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -363,12 +370,10 @@ def sample_cases(seed: int) -> list[Case]:
 
 
 def contexts_intact() -> bool:
-    """Every shared context still has the verify mode its spec asks for."""
-    for ctx in list(REGISTRY._entries.values()):
-        spec = spec_of(ctx)
-        if spec is None:
-            return False
-        expected = ssl.CERT_NONE if spec.cert_reqs == "CERT_NONE" else ssl.CERT_REQUIRED
+    """Every shared context still has the verify mode its key asks for (cert_reqs first)."""
+    for key, (ctx, _checks) in list(REGISTRY._entries.items()):
+        assert isinstance(key, tuple)
+        expected = ssl.CERT_NONE if key[0] == (str, "CERT_NONE") else ssl.CERT_REQUIRED
         if ctx.verify_mode != expected:
             return False
     return True

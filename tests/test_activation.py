@@ -93,6 +93,7 @@ def test_import_requests_fastssl_loads_only_its_own_small_modules() -> None:
 
 
 @pytest.mark.parametrize("disabled", [False, True], ids=["active", "kill-switch"])
+@pytest.mark.urllib3_2
 def test_sitecustomize_activation(
     disabled: bool, site_dir: Path, make_server: ServerFactory, pki: PKI
 ) -> None:
@@ -114,6 +115,7 @@ subprocess.run([sys.executable, "-c", CLIENT, sys.argv[1], sys.argv[2]], check=T
 
 
 @pytest.mark.parametrize("disabled", [False, True], ids=["active", "kill-switch"])
+@pytest.mark.urllib3_2
 def test_run_activates_the_command_and_its_python_children(
     disabled: bool, tmp_path: Path, make_server: ServerFactory, pki: PKI
 ) -> None:

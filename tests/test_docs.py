@@ -33,3 +33,13 @@ def test_relative_links_resolve(page: Path) -> None:
         assert linked.exists(), f"{page.name}: {target} does not exist"
         if anchor:
             assert anchor in anchors(linked), f"{page.name}: no heading for #{anchor}"
+
+
+def test_the_design_docs_reason_table_is_the_policys() -> None:
+    """docs/design.md's step-aside table lists exactly the Reason codes, with their text."""
+    from _requests_fastssl._policy import Reason
+
+    text = (ROOT / "docs" / "design.md").read_text()
+    section = text.split("## Step-aside rules", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z0-9.\-]+)` \| (.+) \|$", section, re.M)
+    assert rows == [(reason.code, reason.text) for reason in Reason]

@@ -46,6 +46,7 @@ def test_toolbelt_ssl_adapter_keeps_its_protocol(
         session_with(SSLAdapter(ssl.PROTOCOL_TLSv1_2)).get(server.url)
 
 
+@pytest.mark.urllib3_2
 def test_toolbelt_source_address_adapter_is_shared(
     mode: str, make_server: ServerFactory, default_bundle: str
 ) -> None:
@@ -98,6 +99,7 @@ def spans() -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("first", ["opentelemetry", "shim"])
+@pytest.mark.urllib3_2
 def test_opentelemetry_requests_instrumentor_either_order(
     first: str, spans: Any, make_server: ServerFactory, default_bundle: str
 ) -> None:

@@ -19,32 +19,27 @@ from typing import Any
 import pytest
 import requests
 import requests.adapters
+import urllib3
 import wrapt
 from support import PKI, PRELOADED, ROOT, TRUST_ENV, ServerFactory, run_python
 
 import requests_fastssl
+from _requests_fastssl import _compat
 from requests_fastssl import State
 
 ADAPTERS = requests.adapters
+# The one function the shim wraps: urllib3's TLS set-up (docs/design.md).
+OWNER, NAME, WRAPPER = _compat.hook()
 
 
 def originals() -> tuple[Any]:
-    # cert_verify is the one hook the shim wraps (docs/design.md: why not two).
-    return (ADAPTERS.HTTPAdapter.__dict__["cert_verify"],)
+    return (OWNER.__dict__[NAME],)
 
 
 def our_layers(obj: Any) -> int:
     return sum(
-        1
-        for entry in wrapt.wrapper_chain(obj)
-        if getattr(entry, "_self_wrapper", None) is _wrappers().cert_verify_wrapper
+        1 for entry in wrapt.wrapper_chain(obj) if getattr(entry, "_self_wrapper", None) is WRAPPER
     )
-
-
-def _wrappers() -> Any:
-    from _requests_fastssl import _wrappers
-
-    return _wrappers
 
 
 def test_install_is_idempotent_and_uninstall_restores_identity() -> None:
@@ -71,31 +66,32 @@ def test_uninstall_keeps_a_foreign_wrapt_layer_on_top(
         calls.append(wrapped.__name__)
         return wrapped(*args, **kwargs)
 
-    top = wrapt.wrap_function_wrapper(ADAPTERS.HTTPAdapter, "cert_verify", foreign)
+    top = wrapt.wrap_function_wrapper(OWNER, NAME, foreign)
     try:
         requests_fastssl.uninstall()
         assert originals() == (top,)  # theirs stays on top...
         assert top.__wrapped__ is before[0]
         server = make_server()
         assert requests.get(server.url).status_code == 200
-        assert calls == ["cert_verify"]
+        assert calls == [NAME]
     finally:
-        wrapt.unwrap_object(ADAPTERS.HTTPAdapter, "cert_verify", top)
+        wrapt.unwrap_object(OWNER, NAME, top)
     assert all(a is b for a, b in zip(originals(), before, strict=False))
 
 
+@pytest.mark.urllib3_2
 def test_uninstall_under_a_non_wrapt_layer_leaves_ours_inactive(
     make_server: ServerFactory, default_bundle: str
 ) -> None:
     before = originals()
     requests_fastssl.install()
-    captured = ADAPTERS.HTTPAdapter.__dict__["cert_verify"]  # OpenTelemetry-style capture
+    captured = OWNER.__dict__[NAME]  # OpenTelemetry-style capture
 
     @functools.wraps(captured)
     def closure(*args: Any, **kwargs: Any) -> Any:
         return captured(*args, **kwargs)
 
-    ADAPTERS.HTTPAdapter.cert_verify = closure  # type: ignore[method-assign]
+    setattr(OWNER, NAME, closure)
     try:
         status = requests_fastssl.uninstall()
         assert status.state is State.NOT_INSTALLED
@@ -110,7 +106,7 @@ def test_uninstall_under_a_non_wrapt_layer_leaves_ours_inactive(
         assert requests.get(server.url).status_code == 200
         assert requests_fastssl.stats().contexts_built == built + 1
     finally:
-        ADAPTERS.HTTPAdapter.cert_verify = captured  # type: ignore[method-assign]
+        setattr(OWNER, NAME, captured)
         requests_fastssl.uninstall()
     assert all(a is b for a, b in zip(originals(), before, strict=False))
 
@@ -166,6 +162,7 @@ def test_install_rejects_bad_arguments(kwargs: dict[str, Any], error: type[Excep
     assert requests_fastssl.status().state is State.NOT_INSTALLED
 
 
+@pytest.mark.urllib3_2
 def test_max_contexts_bounds_the_registry(
     make_server: ServerFactory, pki: PKI, tmp_path: Any
 ) -> None:
@@ -184,6 +181,7 @@ def test_max_contexts_bounds_the_registry(
         requests_fastssl.install(max_contexts=64)
 
 
+@pytest.mark.urllib3_2
 def test_shared_contexts_refuse_changes(
     make_server: ServerFactory, default_bundle: str, pki: PKI, shim: None
 ) -> None:
@@ -193,7 +191,7 @@ def test_shared_contexts_refuse_changes(
 
     server = make_server()
     assert requests.get(server.url).status_code == 200
-    (ctx,) = REGISTRY._entries.values()
+    ((ctx, _checks),) = REGISTRY._entries.values()
     ctx.verify_mode = ssl.CERT_REQUIRED  # the value it has: a no-op
     ctx.check_hostname = ctx.check_hostname  # (True on urllib3 2.x, False on 1.26)
     ctx.set_alpn_protocols(["http/1.1"])
@@ -207,7 +205,8 @@ def test_shared_contexts_refuse_changes(
         lambda: setattr(ctx, "verify_mode", ssl.CERT_NONE),
         lambda: setattr(ctx, "minimum_version", ssl.TLSVersion.TLSv1_3),
         lambda: setattr(ctx, "__class__", ssl.SSLContext),
-        lambda: delattr(ctx, "_requests_fastssl_built"),
+        lambda: delattr(ctx, "verify_mode"),
+        lambda: setattr(ctx, "sslsocket_class", object),
     ]
     for attempt in refused:
         with pytest.raises(requests_fastssl.FrozenContextError, match="requests_fastssl"):
@@ -276,10 +275,10 @@ def test_import_and_install_orders(
         import sys
         {steps}
         import requests.adapters as a, wrapt
-        from _requests_fastssl import _wrappers
-        mine = _wrappers.cert_verify_wrapper
+        from _requests_fastssl import _compat
+        owner, name, mine = _compat.hook()
         layers = sum(getattr(e, "_self_wrapper", None) is mine
-                     for e in wrapt.wrapper_chain(a.HTTPAdapter.cert_verify))
+                     for e in wrapt.wrapper_chain(getattr(owner, name)))
         print(sys.modules["requests_fastssl"].status().state.value, layers)
         """
     )
@@ -295,39 +294,42 @@ def test_import_and_install_orders(
     assert proc.stdout.strip() == expected
 
 
+@pytest.mark.urllib3_2
 def test_a_failing_hook_never_breaks_import_requests() -> None:
     out = run_python(
         """
         import logging, requests_fastssl
         from _requests_fastssl import _compat
-        def broken(adapters):
+        def broken():
             raise RuntimeError("boom")
-        _compat.Target = broken
-        import requests
+        _compat.hook = broken
+        import requests, urllib3.connection
         s = requests_fastssl.status()
         print(s.state.value, "|", s.reason)
-        print(requests.adapters.HTTPAdapter.cert_verify.__module__)
+        print(type(urllib3.connection._ssl_wrap_socket_and_match_hostname).__name__)
         """
     )
     state, module = out.strip().split("\n")
     assert state == "unsupported | patching failed: RuntimeError('boom')"
-    assert module == "requests.adapters"  # stock, unwrapped
+    assert module == "function"  # stock, unwrapped
 
 
+@pytest.mark.urllib3_2
 def test_unsupported_signature_leaves_requests_stock() -> None:
     out = run_python(
         """
         import logging, sys
         logging.basicConfig(stream=sys.stdout, format="%(levelname)s %(message)s")
-        import requests.adapters as a
-        original = a.HTTPAdapter.cert_verify
-        def cert_verify(self, conn, url, verify, cert, extra=None):
-            return original(self, conn, url, verify, cert)
-        a.HTTPAdapter.cert_verify = cert_verify
+        import urllib3, urllib3.connection as c
+        original = c._ssl_wrap_socket_and_match_hostname
+        def set_up(sock, *, extra=None, **kwargs):
+            return original(sock, **kwargs)
+        c._ssl_wrap_socket_and_match_hostname = set_up
         import requests_fastssl
         requests_fastssl.install()
+        import requests
         print(requests_fastssl.status())
-        print(a.HTTPAdapter.cert_verify is cert_verify)
+        print(c._ssl_wrap_socket_and_match_hostname is set_up)
         try:
             requests_fastssl.install(strict=True)
         except requests_fastssl.UnsupportedVersionError as exc:
@@ -335,11 +337,10 @@ def test_unsupported_signature_leaves_requests_stock() -> None:
         """
     )
     lines = out.strip().split("\n")
-    reason = "HTTPAdapter.cert_verify is missing or has a new signature"
-    assert (
-        lines[0] == f"WARNING requests_fastssl: leaving requests stock: requests.adapters.{reason}"
-    )
-    assert lines[1] == f"unsupported: requests.adapters.{reason}"
+    version = urllib3.__version__  # type: ignore[attr-defined]
+    reason = f"urllib3 {version}'s TLS set-up takes inputs this shim does not know"
+    assert lines[0] == f"WARNING requests_fastssl: leaving requests stock: {reason}"
+    assert lines[1] == f"unsupported: {reason}"
     assert lines[2] == "True"
     assert lines[3].startswith("raised: requests_fastssl cannot patch:")
     assert len(lines) == 4  # one warning, not one per install()
@@ -411,6 +412,7 @@ def test_context_creation_failing_as_on_fips_hosts(
     assert requests.get(server.url).status_code == 200  # no broken entry was kept
 
 
+@pytest.mark.urllib3_2
 def test_status_pending_then_active_reports_reasons() -> None:
     out = run_python(
         """

@@ -1,6 +1,7 @@
 """Adapters that own their context (requests' pattern for in-memory client certificates,
 toolbelt's X509Adapter, httpie): the context stays the user's, and its CA file is loaded once
-per file identity instead of once per connection. Every test runs stock and shimmed."""
+per file contents instead of once per connection (``_owned``). Every test runs stock and
+shimmed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 import urllib3
 from adapters import ContextAdapter
@@ -62,6 +64,7 @@ def get(adapter: requests.adapters.HTTPAdapter, url: str, verify: Any) -> Callab
     return call
 
 
+@pytest.mark.urllib3_2
 def test_owned_context_loads_its_bundle_once_and_answers_as_stock(
     pki: PKI, make_server: Any
 ) -> None:
@@ -178,28 +181,44 @@ def test_a_context_whose_load_does_more_is_called_every_time(pki: PKI, make_serv
     assert stock[1] == 3
 
 
-def test_urllib3_users_outside_requests_are_not_touched(pki: PKI, make_server: Any) -> None:
-    server = make_server()
-    requests_fastssl.install()
-    ctx = fresh_context()
-    with CLoads() as loads, urllib3.PoolManager(ssl_context=ctx, ca_certs=pki.bundle) as manager:
-        for _ in range(3):
-            assert manager.request("GET", server.url, headers={"Connection": "close"}).status == 200
-    assert loads.count == 3  # no requests pool adopted this context
+@pytest.mark.urllib3_2
+def test_urllib3_users_outside_requests_get_the_same(pki: PKI, make_server: Any) -> None:
+    """The decision is made where urllib3 sets up a connection, whoever made the pool."""
+    server, rogue = make_server(), make_server(ca=pki.rogue_ca)
+
+    def calls() -> tuple[list[str], int]:
+        ctx = fresh_context()
+        out = []
+        with (
+            CLoads() as loads,
+            urllib3.PoolManager(ssl_context=ctx, ca_certs=pki.bundle, retries=False) as manager,
+        ):
+            for url in (server.url, server.url, rogue.url, server.url):
+                try:
+                    out.append(
+                        str(manager.request("GET", url, headers={"Connection": "close"}).status)
+                    )
+                except urllib3.exceptions.SSLError as exc:
+                    out.append(type(exc).__name__)
+        return out, loads.count
+
+    (stock, stock_loads), (shim, shim_loads) = stock_and_shim(calls)
+    assert shim == stock == ["200", "200", "SSLError", "200"]
+    assert (stock_loads, shim_loads) == (4, 1)
 
 
 def test_uninstall_removes_the_urllib3_layer() -> None:
-    from urllib3.util import ssl_
+    from _requests_fastssl import _compat
 
-    def current() -> Any:
-        return vars(urllib3.connection)["ssl_wrap_socket"]
-
+    owner, name, _wrapper = _compat.hook()
+    original = vars(owner)[name]
     requests_fastssl.install()
-    assert current() is not ssl_.ssl_wrap_socket  # ours, on top
+    assert vars(owner)[name] is not original  # ours, on top
     requests_fastssl.uninstall()
-    assert current() is ssl_.ssl_wrap_socket
+    assert vars(owner)[name] is original
 
 
+@pytest.mark.urllib3_2
 def test_after_uninstall_an_adopted_context_loads_every_time(pki: PKI, make_server: Any) -> None:
     server = make_server()
     requests_fastssl.install()
@@ -214,15 +233,13 @@ def test_after_uninstall_an_adopted_context_loads_every_time(pki: PKI, make_serv
         assert loads.count == 3
 
 
-def test_contents_seen_only_during_the_first_load_are_not_kept(
+def test_contents_seen_only_during_the_first_load_are_kept_as_stock(
     pki: PKI, make_server: Any, tmp_path: Path
 ) -> None:
-    """A known limit, in the safe direction. The bundle holds other contents exactly while
-    the first load into the adapter's context reads it (see
-    ``other_contents_during_first_load``). Stock's context keeps what that load read, so a
-    certificate only those contents held verifies from then on. The shim loads the context
-    from the bytes its later checks compare against: the file's own contents verify, and
-    what was there only in that moment does not."""
+    """The bundle holds other contents exactly while the first load into the adapter's
+    context reads it (see ``other_contents_during_first_load``). Stock's context keeps what
+    that load read, so a certificate only those contents held verifies from then on. The
+    first load is stock's own with the shim too, so the answers are stock's."""
     import mmap
 
     good, rogue = make_server(), make_server(ca=pki.rogue_ca)
@@ -244,4 +261,4 @@ def test_contents_seen_only_during_the_first_load_are_not_kept(
 
     stock, shim = stock_and_shim(calls)
     assert [status for status, _ in stock] == ["SSLError", "200", "200"]
-    assert [status for status, _ in shim] == ["200", "200", "SSLError"]
+    assert shim == stock

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,9 +32,8 @@ from _requests_fastssl._registry import REGISTRY
 
 CLOSE = {"Connection": "close"}
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-needs_urllib3_2 = pytest.mark.skipif(
-    urllib3.__version__.startswith("1."), reason="urllib3 1.26 is left to stock (counted)"
-)
+URLLIB3_1 = urllib3.__version__.startswith("1.")  # type: ignore[attr-defined]
+needs_urllib3_2 = pytest.mark.skipif(URLLIB3_1, reason="urllib3 1.26 is left to stock (counted)")
 
 
 def seen(call: Callable[[], requests.Response]) -> tuple[str, ...]:
@@ -99,7 +98,11 @@ def test_a_subclass_changing_the_pool_after_cert_verify(
         return [
             seen(lambda: session.get(server.url, verify=pki.bundle, headers=CLOSE)),
             seen(lambda: session.get(server.url, verify=pki.bundle)),  # a new Session each
-            seen(lambda: session_with(LateSettingAdapter(**settings)).get(server.url, verify=pki.bundle)),
+            seen(
+                lambda: session_with(LateSettingAdapter(**settings)).get(
+                    server.url, verify=pki.bundle
+                )
+            ),
             seen(lambda: session.get(rogue.url, verify=pki.bundle)),
         ]
 
@@ -129,12 +132,12 @@ def test_pyopenssl_injected_between_requests(make_server: ServerFactory, pki: PK
 
 
 @pytest.mark.parametrize("key", ["", b"", False], ids=repr)
-def test_an_empty_or_false_key_in_cert(
-    key: Any, make_server: ServerFactory, pki: PKI
-) -> None:
+def test_an_empty_or_false_key_in_cert(key: Any, make_server: ServerFactory, pki: PKI) -> None:
     server = make_server(client_certs="optional")
     stock, shim = stock_and_shim(
-        lambda: seen(lambda: requests.get(server.url, verify=pki.bundle, cert=(pki.client_a.combined, key)))
+        lambda: seen(
+            lambda: requests.get(server.url, verify=pki.bundle, cert=(pki.client_a.combined, key))
+        )
     )
     assert shim == stock
 
@@ -223,8 +226,9 @@ def test_a_signal_handler_requesting_inside_the_first_load(installed: bool, pki:
             if not {installed}:
                 requests_fastssl.uninstall()
             results = []
+            close = {{"Connection": "close"}}
             signal.signal(signal.SIGUSR1, lambda *a: results.append(
-                ("handler", requests.get(url, verify=bundle, headers={{"Connection": "close"}}).status_code)))
+                ("handler", requests.get(url, verify=bundle, headers=close).status_code)))
             fired = []
             def profile(frame, event, arg):
                 if (event == "c_call" and getattr(arg, "__name__", "") == "load_verify_locations"
@@ -287,16 +291,17 @@ def test_an_exception_at_every_point_of_the_bookkeeping(
             sys.settrace(None)
         return seen_points[0]
 
+    def fetch(into: list[int]) -> None:
+        into.append(requests.get(server.url, verify=pki.bundle, headers=CLOSE).status_code)
+
     points = run_with_interrupt_at(10**9)
     assert points > 20
     for n in range(1, points + 1):
         run_with_interrupt_at(n)
         results: list[int] = []
-        waiter = threading.Thread(
-            target=lambda: results.append(requests.get(server.url, verify=pki.bundle, headers=CLOSE).status_code)
-        )
+        waiter = threading.Thread(target=fetch, args=(results,))
         waiter.start()
-        results.append(requests.get(server.url, verify=pki.bundle, headers=CLOSE).status_code)
+        fetch(results)
         waiter.join(timeout=30)
         assert not waiter.is_alive(), f"a waiting thread hung after an interrupt at point {n}"
         assert results == [200, 200]
@@ -390,12 +395,11 @@ class _StatefulContext(ssl.SSLContext):
 
 
 @pytest.fixture
-def stateful_ssl_context(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def stateful_ssl_context(monkeypatch: pytest.MonkeyPatch) -> None:
     import urllib3.util.ssl_
 
-    monkeypatch.setattr(ssl, "SSLContext", _StatefulContext)
+    # (urllib3's name only: ssl.py's own properties call super() through the module's name)
     monkeypatch.setattr(urllib3.util.ssl_, "SSLContext", _StatefulContext)
-    yield
 
 
 @needs_urllib3_2
@@ -406,7 +410,10 @@ def test_a_replaced_ssl_context_class_is_left_to_stock(
 
     def calls() -> tuple[list[tuple[str, ...]], int]:
         _StatefulContext.handshakes = 0
-        out = [seen(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE)) for _ in range(3)]
+        out = [
+            seen(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE))
+            for _ in range(3)
+        ]
         return out, _StatefulContext.handshakes
 
     stock, shim = stock_and_shim(calls)
@@ -418,3 +425,116 @@ def test_the_genuine_class_is_found_by_its_definition() -> None:
     assert _policy.GENUINE_CONTEXT.__module__ == "ssl"
     assert _policy.GENUINE_CONTEXT.__bases__[0].__name__ == "_SSLContext"
     assert _policy.GENUINE_CONTEXT is not _StatefulContext
+
+
+# --- found by an attack on this design ------------------------------------------------------
+
+
+@needs_urllib3_2
+def test_a_method_patched_onto_the_genuine_class(make_server: ServerFactory, pki: PKI) -> None:
+    """mock.patch.object on ssl.SSLContext.load_cert_chain: stock calls it on every
+    connection; a context built once would have kept the real certificate."""
+    from unittest import mock
+
+    server = make_server(client_certs="optional")
+
+    def calls() -> list[Any]:
+        session = requests.Session()
+        session.cert = pki.client_a.pair
+        first = seen(lambda: session.get(server.url, verify=pki.bundle, headers=CLOSE))
+        with mock.patch.object(ssl.SSLContext, "load_cert_chain") as patched:
+            second = seen(lambda: session.get(server.url, verify=pki.bundle, headers=CLOSE))
+        return [first, second, patched.call_count]
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    assert stock[1][1] == "None"  # the mock loaded nothing: no certificate was sent
+
+
+class Deadline(Exception):
+    """What a signal handler (a request deadline) raises in the middle of a load."""
+
+
+def test_an_exception_raised_inside_a_build_propagates() -> None:
+    """A signal handler's exception (a request deadline) landing in a build propagates, as
+    it would from stock's own load, instead of sending the connection to stock."""
+    from _requests_fastssl._registry import Registry
+
+    def build(checks: Any) -> Any:
+        raise Deadline("time is up")
+
+    registry = Registry()
+    with pytest.raises(Deadline):
+        registry.get("k", (), build)
+    assert registry.get("k", (), lambda checks: 1) == 1  # nothing left registered
+
+
+@needs_urllib3_2
+def test_the_factorys_defaults_are_part_of_the_key(
+    make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import urllib3.util.ssl_
+
+    server = make_server()
+    factory = urllib3.util.ssl_.create_urllib3_context
+    assert factory.__defaults__ is not None
+    no_tls13 = list(factory.__defaults__)
+    no_tls13[2] = ssl.OP_NO_SSLv2 | ssl.OP_NO_SSLv3 | ssl.OP_NO_COMPRESSION | ssl.OP_NO_TLSv1_3
+
+    def calls() -> list[tuple[str, ...]]:
+        first = seen(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE))
+        with monkeypatch.context() as patch:
+            patch.setattr(factory, "__defaults__", tuple(no_tls13))
+            second = seen(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE))
+        return [first, second]
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    assert stock[1] != stock[0]  # the defaults changed what stock did
+
+
+@needs_urllib3_2
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ({"assert_hostname": 0}, {"assert_hostname": False}),
+        ({"assert_hostname": False}, {"assert_hostname": 0}),
+        ({"ssl_minimum_version": ssl.TLSVersion.TLSv1_2}, {"ssl_minimum_version": 771.0}),
+    ],
+    ids=["0-then-False", "False-then-0", "TLSv1_2-then-771.0"],
+)
+def test_equal_values_of_other_types_are_other_inputs(
+    first: dict[str, Any], second: dict[str, Any], make_server: ServerFactory, pki: PKI
+) -> None:
+    server = make_server(names=("other.example",))  # a name that does not match the URL
+
+    def one(tls: dict[str, Any]) -> tuple[str, ...]:
+        return seen(
+            lambda: session_with(LateSettingAdapter(**tls)).get(server.url, verify=pki.bundle)
+        )
+
+    def calls() -> list[tuple[str, ...]]:
+        return [one(first), one(second)]
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+
+
+@needs_urllib3_2
+def test_a_deprecated_version_bound_warns_on_every_connection(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    import warnings
+
+    server = make_server()
+
+    def calls() -> int:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                adapter = LateSettingAdapter(ssl_minimum_version=ssl.TLSVersion.TLSv1)
+                session_with(adapter).get(server.url, verify=pki.bundle, headers=CLOSE)
+        return sum(issubclass(w.category, DeprecationWarning) for w in caught)
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock == 3

@@ -141,6 +141,7 @@ def server(tmp_path):
 """
 
 
+@pytest.mark.urllib3_2
 def test_session_summary_counts_what_was_avoided(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SERVER_CONFTEST)
     pytester.makepyfile(
@@ -162,6 +163,7 @@ def test_session_summary_counts_what_was_avoided(pytester: pytest.Pytester) -> N
     assert "requests-fastssl:" not in result.stdout.str()
 
 
+@pytest.mark.urllib3_2
 def test_fixture_gives_per_test_counters_and_a_fresh_cache(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SERVER_CONFTEST)
     pytester.makepyfile(

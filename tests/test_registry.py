@@ -38,6 +38,7 @@ def test_one_build_for_many_concurrent_callers() -> None:
     assert (stats.contexts_built, stats.reuses, stats.entries) == (1, 31, 1)
 
 
+@pytest.mark.urllib3_2
 def test_a_failed_build_is_shared_with_waiters_and_never_cached() -> None:
     registry = Registry()
     release = threading.Event()

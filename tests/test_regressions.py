@@ -4,13 +4,12 @@ and with the shim, asserting the stock outcome both times. Names follow regressi
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import pickle
 import ssl
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -53,13 +52,15 @@ def shared_contexts() -> list[Any]:
 def assert_shared_contexts_untouched() -> None:
     """Whatever ran, every shared context still verifies and checks host names as built
     for its inputs (the key: cert_reqs first, assert_hostname and assert_fingerprint 9th
-    and 10th)."""
+    and 10th, each with its type)."""
     for key, (ctx, _checks) in REGISTRY._entries.items():
+        assert isinstance(key, tuple)
         assert type(ctx) is FrozenContext
-        expected = ssl.CERT_NONE if key[0] == "CERT_NONE" else ssl.CERT_REQUIRED
+        (_, cert_reqs), (_, hostname), (_, fingerprint) = key[0], key[8], key[9]
+        expected = ssl.CERT_NONE if cert_reqs == "CERT_NONE" else ssl.CERT_REQUIRED
         fresh = create_urllib3_context(cert_reqs=expected)  # as this urllib3 line builds it
         assert ctx.verify_mode == expected
-        host_checks_off = bool(key[9] or key[8] or key[8] is False)
+        host_checks_off = bool(fingerprint or hostname or hostname is False)
         assert ctx.check_hostname is (fresh.check_hostname and not host_checks_off)
 
 
@@ -606,6 +607,7 @@ def test_r15_pickle_session(mode: str, make_server: ServerFactory, default_bundl
     assert revived.get(server.url).status_code == 200
 
 
+@pytest.mark.urllib3_2
 def test_r15_alpn_change_gets_a_new_context(
     make_server: ServerFactory, default_bundle: str, monkeypatch: pytest.MonkeyPatch, shim: None
 ) -> None:
@@ -687,6 +689,7 @@ def test_errors_are_stock_errors(
 # --- R10: truststore ---------------------------------------------------------------------------
 
 
+@pytest.mark.urllib3_2
 def test_r10_truststore_inject_and_extract_after_import(
     mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
 ) -> None:
@@ -701,11 +704,11 @@ def test_r10_truststore_inject_and_extract_after_import(
         with pytest.raises(requests.exceptions.SSLError):
             requests.get(untrusted.url)
         if mode == "shim":
-            # Through OpenSSL (here, Linux) truststore contexts are never shared: it loads the
-            # system store into them at every handshake (see test_interop).
+            # truststore's class is not the standard library's: never shared (on Linux it
+            # also loads the system store at every handshake; see test_interop).
             classes = {type(ctx).__mro__[1] for ctx in shared_contexts()}
             assert truststore.SSLContext not in classes
-            assert requests_fastssl.stats().step_aside_reasons.get("truststore-openssl", 0) > 0
+            assert requests_fastssl.stats().step_aside_reasons.get("context-class", 0) > 0
     finally:
         truststore.extract_from_ssl()
     assert requests.get(trusted.url, headers=CLOSE).status_code == 200
@@ -714,36 +717,32 @@ def test_r10_truststore_inject_and_extract_after_import(
     assert_shared_contexts_untouched()
 
 
-def test_r10_truststore_before_0_10_4_is_never_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.urllib3_2
+def test_r10_no_class_but_the_standard_librarys_is_shared(
+    monkeypatch: pytest.MonkeyPatch, make_server: ServerFactory, default_bundle: str
+) -> None:
+    """truststore (any version, any back end), pyOpenSSL's and any other context class are
+    left to stock; the standard library's is known by its definition, not by its name."""
     import truststore
+    import urllib3.util.ssl_
 
-    from _requests_fastssl import _wrappers
+    from _requests_fastssl._policy import GENUINE_CONTEXT
 
-    class Lookalike(truststore.SSLContext):  # named like truststore's, but not its class
-        __module__ = "truststore._api"
+    class Lookalike(ssl.SSLContext):  # named like the standard library's, but not it
+        __module__ = "ssl"
+        __qualname__ = "SSLContext"
 
-    def reason(cls: type) -> str:
-        _wrappers._class_reasons.clear()  # the verdict is cached per class
-        return _wrappers.class_reason(cls)
-
-    monkeypatch.setattr(truststore, "__version__", "0.10.3")
-    assert reason(truststore.SSLContext) == "context-class-version"
-    monkeypatch.setattr(truststore, "__version__", "0.10.4")
-    # Where truststore verifies through OpenSSL, it loads the system store into the context
-    # at every handshake: never shared. Its macOS and Windows back ends verify through the
-    # platform instead (stood in for here by a function of that module's name).
-    assert reason(truststore.SSLContext) == "truststore-openssl"
-
-    @contextlib.contextmanager
-    def platform_configure(ctx: Any) -> Iterator[None]:
-        yield
-
-    platform_configure.__module__ = "truststore._macos"
-    monkeypatch.setattr(sys.modules["truststore._api"], "_configure_context", platform_configure)
-    assert reason(truststore.SSLContext) == ""
-    assert reason(Lookalike) == "context-class"
-    assert reason(ssl.SSLContext) == ""
-    _wrappers._class_reasons.clear()
+    server = make_server()
+    requests_fastssl.install()
+    for cls in (truststore.SSLContext, Lookalike):
+        monkeypatch.setattr(urllib3.util.ssl_, "SSLContext", cls)
+        before = requests_fastssl.stats()
+        assert requests.get(server.url, headers=CLOSE).status_code == 200
+        assert requests_fastssl.stats().since(before).step_aside_reasons == {"context-class": 1}
+    monkeypatch.setattr(urllib3.util.ssl_, "SSLContext", GENUINE_CONTEXT)
+    before = requests_fastssl.stats()
+    assert requests.get(server.url, headers=CLOSE).status_code == 200
+    assert requests_fastssl.stats().since(before).connections == 1
 
 
 # --- R14: requests and certifi inside a zip file ------------------------------------------------
@@ -769,7 +768,6 @@ def test_r14_zipapp_with_certifi_inside(
     import os
     import shutil
     import subprocess
-    import sys
     import zipapp
 
     from support import ROOT, TRUST_ENV

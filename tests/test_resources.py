@@ -18,11 +18,9 @@ PATHS = {"ca": 10_000, "cert": 1_000}
 CYCLE_CHILD = """
 import gc, json, os, sys
 import requests, requests_fastssl
-from requests.adapters import HTTPAdapter
 
 url, where, kind, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 bundle, key = os.path.join(where, "ca.pem"), os.path.join(where, "a.key")
-adapter = HTTPAdapter()
 
 def rss_kb():
     with open("/proc/self/statm") as f:
@@ -35,10 +33,8 @@ def one(i, seen):
         response = requests.get(url, verify=verify, cert=cert, headers={"Connection": "close"})
         assert response.status_code == 200, response.status_code
         seen.add(str(response.json()["client_cn"]))
-    else:  # what requests does for a new pool, short of connecting: the context is built
-        request = requests.Request("GET", url).prepare()
-        pool = adapter.get_connection_with_tls_context(request, verify, None, cert)
-        adapter.cert_verify(pool, request.url, verify, cert)
+    else:  # what a new connection would do, short of connecting: the context is built
+        assert requests_fastssl.warm(verify=verify, cert=cert)
 
 assert requests_fastssl.status().state.value == "active"
 seen = set()
@@ -124,6 +120,7 @@ print(json.dumps({{"before": before, "after": after, "built": built}}))
 """
 
 
+@pytest.mark.urllib3_2
 def test_no_fd_or_thread_leak_after_uninstall(
     make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,6 +14,7 @@ from support import PKI, PRELOADED, LoadCounter, outcome, run_python, stock_and_
 import requests_fastssl
 
 
+@pytest.mark.urllib3_2
 def test_warm_builds_the_context_a_later_request_uses(
     pki: PKI, make_server: Any, loads: LoadCounter
 ) -> None:
@@ -47,6 +48,7 @@ def test_warm_gives_requests_the_stock_outcome(pki: PKI, make_server: Any) -> No
     assert stock[1][0] == "SSLError"
 
 
+@pytest.mark.urllib3_2
 def test_warm_follows_the_environment_as_a_session_does(
     pki: PKI, make_server: Any, monkeypatch: pytest.MonkeyPatch, loads: LoadCounter
 ) -> None:
@@ -94,6 +96,7 @@ _REPORT = """
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize(("value", "built"), [("1", 1), ("true", 1), ("0", 0), ("", 0)])
+@pytest.mark.urllib3_2
 def test_env_warms_at_import_of_requests_never_earlier(pki: PKI, value: str, built: int) -> None:
     env = {"REQUESTS_FASTSSL_WARM": value, "REQUESTS_CA_BUNDLE": pki.bundle}
     report = json.loads(run_python(_REPORT, env=env))
@@ -101,6 +104,7 @@ def test_env_warms_at_import_of_requests_never_earlier(pki: PKI, value: str, bui
 
 
 @pytest.mark.subprocess
+@pytest.mark.urllib3_2
 def test_env_warm_with_requests_imported_first(pki: PKI) -> None:
     env = {"REQUESTS_FASTSSL_WARM": "1", "REQUESTS_CA_BUNDLE": pki.bundle}
     out = run_python(
@@ -181,6 +185,7 @@ _PREFORK = """
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("how", ["fork", "multiprocessing"])
+@pytest.mark.urllib3_2
 def test_prefork_workers_of_a_warmed_master_load_nothing(
     pki: PKI, make_server: Any, how: str
 ) -> None:
@@ -232,6 +237,7 @@ def app(environ, start_response):
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("mode", ["stock", "shim"])
+@pytest.mark.urllib3_2
 def test_gunicorn_preload_workers_load_nothing(
     pki: PKI, make_server: Any, tmp_path: Path, mode: str
 ) -> None:

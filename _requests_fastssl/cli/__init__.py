@@ -475,31 +475,6 @@ def _doctor(self_test: bool = True, request: dict[str, Any] | None = None) -> in
 
 
 # What each step-aside reason means for the user (docs/design.md has the full table).
-_REASONS = {
-    "pool-class": "the pool class is not urllib3's HTTPS or SOCKS one",
-    "connection-class": "the pool's connection class is not urllib3's HTTPS or SOCKS one",
-    "ca-cert-data": "the CA certificates are given as data (ca_cert_data)",
-    "ca-directory": "verify is a CA directory, which OpenSSL reads lazily (stock costs "
-    "little per connection here)",
-    "own-context": "the adapter passes its own ssl_context; it stays the adapter's, and its "
-    "CA file is loaded once instead of per connection",
-    "default-store": "verification uses the system store (no CA file or directory)",
-    "context-class": "urllib3's SSLContext class is not one the shim knows",
-    "context-class-version": "truststore is older than 0.10.4",
-    "factory-replaced": "urllib3's context factory is replaced or wrapped; the shim builds "
-    "only with urllib3's own",
-    "ssl-version": "urllib3 1.26 with the deprecated ssl_version",
-    "truststore-openssl": "truststore verifies through OpenSSL here, loading the system store "
-    "at every handshake",
-    "key-password-callable": "the client key's password is a callable, asked at every load",
-    "unhashable-setting": "a urllib3 setting was replaced by something unhashable",
-    "build-failed": "the context could not be built from these files (stock raises its own "
-    "error for them)",
-    "internal-error": "an internal error in the shim (logged)",
-    "not-patched": "requests is not patched in this process",
-}
-
-
 def _one_request(request: dict[str, Any], active: bool) -> bool:
     """doctor --url: one GET on a new connection, and what the shim did for it."""
     import requests
@@ -524,27 +499,19 @@ def _one_request(request: dict[str, Any], active: bool) -> bool:
         return False
     reasons = dict(delta.step_aside_reasons)
     if reasons:
-        for reason in reasons:
-            why = _REASONS.get(reason, "see docs/design.md, step-aside rules")
-            print(f"shared: no, left to stock requests ({reason}): {why}")
-        if delta.owned_loads_avoided:
-            print("  (a CA load into the adapter's context was skipped: loaded before)")
-    elif delta.failures_skipped:
-        print("shared: no, the same files failed to build before and have not changed")
-    elif delta.connections or delta.private_connections:
+        from _requests_fastssl._policy import Reason
+
+        texts = {reason.code: reason.text for reason in Reason}
+        for code in reasons:
+            why = texts.get(code, "see docs/design.md, step-aside rules")
+            print(f"shared: no, left to stock requests ({code}): {why}")
+    elif delta.connections:
         built = (
             f"built now, with {delta.ca_loads} CA load(s)"
             if delta.contexts_built
             else "one built earlier in this process"
         )
         print(f"shared: yes, {delta.connections} TLS connection(s) used a shared context ({built})")
-        if delta.proxy_legs:
-            print(f"  of which {delta.proxy_legs} to the HTTPS proxy")
-        if delta.private_connections:
-            print(
-                f"  {delta.private_connections} connection(s) used a private, stock-built "
-                "context: a file or urllib3 setting changed since the build"
-            )
     else:
         print("shared: no TLS connection was made (the request failed before, or was not HTTPS)")
     return ok

@@ -2,8 +2,9 @@
 
 Every response is a JSON object naming the client certificate the server saw
 (``{"client_cn": "client-a", "tls": "TLSv1.3"}`` or ``{"client_cn": null, ...}``), so a
-test can prove which identity a request presented, over which TLS version. Handshakes run in the handler thread, so one slow or failing
-client never blocks the others, and failed handshakes are counted, not printed.
+test can prove which identity a request presented, over which TLS version. Handshakes run
+in the handler thread, so one slow or failing client never blocks the others, and failed
+handshakes are counted, not printed.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         cn = _common_name(self.connection.getpeercert())
         self.server.owner._saw(cn)
-        tls = self.connection.version()  # type: ignore[attr-defined]
+        tls = self.connection.version()
         body = json.dumps({"client_cn": cn, "path": self.path, "tls": tls}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
