@@ -18,7 +18,6 @@ import urllib3
 from adapters import ContextAdapter
 from support import (
     PKI,
-    LoadCounter,
     other_contents_during_first_load,
     outcome,
     same_size,
@@ -149,17 +148,25 @@ class CountingContext(ssl.SSLContext):
 
 
 def test_a_replaced_load_method_is_called_every_time(
-    pki: PKI, make_server: Any, loads: LoadCounter
+    pki: PKI, make_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ``loads`` fixture's spy stands for any patch of ``ssl.SSLContext`` (a tracer, a
-    test double): stock calls it on every connection, so the shim must too."""
+    """A spy patched onto ``ssl.SSLContext`` stands for any patch (a tracer, a test
+    double): stock calls it on every connection, so the shim must too."""
     server = make_server()
+    calls_seen: list[int] = []
+    original = ssl.SSLContext.load_verify_locations
+
+    def spy(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> Any:
+        calls_seen.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", spy)
 
     def calls() -> tuple[list[Any], int]:
-        before = loads.verify_locations
+        before = len(calls_seen)
         adapter = ContextAdapter(fresh_context())
         results = [outcome(get(adapter, server.url, pki.bundle)) for _ in range(3)]
-        return results, loads.verify_locations - before
+        return results, len(calls_seen) - before
 
     stock, shim = stock_and_shim(calls)
     assert shim == stock

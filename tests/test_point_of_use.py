@@ -538,3 +538,22 @@ def test_a_deprecated_version_bound_warns_on_every_connection(
 
     stock, shim = stock_and_shim(calls)
     assert shim == stock == 3
+
+
+@pytest.mark.skipif(not URLLIB3_1, reason="the urllib3 1.26 leg of the matrix (nox -s tests)")
+def test_urllib3_1_is_left_to_stock_and_counted(make_server: ServerFactory, pki: PKI) -> None:
+    server = make_server(client_certs="optional")
+
+    def calls() -> list[tuple[str, ...]]:
+        return [
+            seen(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE)),
+            seen(lambda: requests.get(server.url, verify=pki.bundle, cert=pki.client_a.pair)),
+        ]
+
+    requests_fastssl.install()
+    before = requests_fastssl.stats()
+    requests_fastssl.uninstall()
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    delta = requests_fastssl.stats().since(before)
+    assert (delta.connections, delta.step_aside_reasons) == (0, {"urllib3-1.26": 2})
