@@ -40,6 +40,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 @pytest.mark.slow
+@pytest.mark.urllib3_2
 def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = cli(

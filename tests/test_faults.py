@@ -286,6 +286,7 @@ def _ca_certificates(n: int) -> list[bytes]:
 
 
 @pytest.mark.slow
+@pytest.mark.urllib3_2
 def test_bundle_growing_to_thousands_of_certificates(
     make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:

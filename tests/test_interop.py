@@ -142,6 +142,7 @@ def test_pyopenssl_injected_and_extracted(
 
 @pytest.mark.slow
 @pytest.mark.subprocess
+@pytest.mark.urllib3_2
 def test_stress_run_under_pyopenssl() -> None:
     """The differential stress run with urllib3's pyOpenSSL backend injected: 16 threads,
     the stock outcome every time, and every connection left to stock (context-class)."""

@@ -54,6 +54,7 @@ print(json.dumps({"warm_kb": warm, "end_kb": end, "seen": sorted(seen),
 @pytest.mark.parametrize("kind", ["ca", "cert"])
 @pytest.mark.slow
 @pytest.mark.subprocess
+@pytest.mark.urllib3_2
 def test_ten_thousand_distinct_paths_keep_the_registry_bounded(
     kind: str, make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:

@@ -41,6 +41,7 @@ def stress(*args: str) -> tuple[int, list[dict[str, Any]], str]:
 )
 @pytest.mark.slow
 @pytest.mark.subprocess
+@pytest.mark.urllib3_2
 def test_differential_stress_matches_stock(args: tuple[str, ...]) -> None:
     rc, reports, stderr = stress("--threads", "16", "--chaos-every", "50", *args)
     assert rc == 0, stderr[-4000:]
@@ -65,6 +66,7 @@ def test_differential_stress_matches_stock(args: tuple[str, ...]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.subprocess
+@pytest.mark.urllib3_2
 def test_stress_run_notices_a_broken_shim() -> None:
     """The same run with the shim sabotaged (client A on every shared context; other CAs
     trusted too), one load phase each on one oracle, must fail: proof that zero mismatches
