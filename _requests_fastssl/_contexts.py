@@ -58,17 +58,19 @@ def _frozen_namespace() -> dict[str, Any]:
     """Every data descriptor of the genuine class guarded, every loader and setter method
     refused: derived from the class, so what a newer Python adds is covered."""
     namespace: dict[str, Any] = {"__slots__": ()}
+    guarded = set()
     for name in dir(GENUINE_CONTEXT):
         if name.startswith("__"):
             continue
         attr = inspect.getattr_static(GENUINE_CONTEXT, name)
         if hasattr(attr, "__set__"):
             namespace[name] = _guarded(name, attr)
+            guarded.add(name)
         elif name.startswith(("load_", "set_", "_set_", "_load_")) and callable(attr):
             namespace[name] = _refuse(name)
 
     def __setattr__(self: Any, name: str, value: Any) -> None:
-        if isinstance(inspect.getattr_static(type(self), name, None), property):
+        if name in guarded:  # (urllib3 writes two of them on every new connection)
             object.__setattr__(self, name, value)  # the guarded property decides
             return
         raise FrozenContextError(f"setting {name} on an SSLContext that requests_fastssl shares")
@@ -98,8 +100,12 @@ def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
     """Whether the CA load put in ``ctx`` what the check read: the file could hold other
     contents only while OpenSSL read it (written through a shared mapping and back), which
     no check before or after could see. The store must hold as many certificates as the
-    bytes do, and every CA certificate in it must be one of theirs; a file with anything
-    else (CRLs, TRUSTED CERTIFICATE blocks) cannot be told, and is not shared."""
+    bytes do, and every CA certificate in it must be one of theirs. A file with other blocks
+    (CRLs, TRUSTED CERTIFICATE) cannot be compared so: its build fails, and is remembered."""
+    if check.contents.count(b"-----BEGIN ") != check.contents.count(b"-----BEGIN CERTIFICATE-----"):
+        # Always so for these bytes: a lasting failure, remembered while they are unchanged,
+        # not a rebuild on every connection.
+        raise ssl.SSLError(f"{check.path}: blocks other than certificates; left to stock")
     try:
         ders = {binascii.a2b_base64(body) for body in _PEM_CERT.findall(check.contents)}
     except binascii.Error:

@@ -75,6 +75,8 @@ class FileCheck:
         """Whether the file still holds what was read (False if that cannot be told)."""
         try:
             return _identity(self.path) == self.identity and _same(self.path, self.contents)
+        except RecursionError:  # (a RuntimeError, as stock would raise it)
+            raise
         except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
             return False
 
@@ -93,6 +95,8 @@ def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
             if _identity(path) != identity:  # changed while read: let stock read it
                 return None
             checks.append(FileCheck(path, identity, contents))
+    except RecursionError:
+        raise
     except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
         return None
     return tuple(checks)

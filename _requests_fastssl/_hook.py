@@ -23,6 +23,10 @@ from ._state import STATE
 __all__ = ["set_up_wrapper", "shared_context", "urllib3_1_wrapper"]
 
 _log = logging.getLogger("requests_fastssl")
+# What a bug of ours raises: such a connection goes to stock. Anything else (MemoryError,
+# RecursionError, KeyboardInterrupt, an exception a signal handler raised) propagates, as
+# it would have from stock's own code at that moment.
+_BUGS = (AttributeError, LookupError, OSError, RuntimeError, TypeError, ValueError)
 # The inputs the shared context already holds: urllib3 must not load them again.
 _LOADED = dict.fromkeys(
     ("ca_certs", "ca_cert_dir", "ca_cert_data", "cert_file", "key_file", "key_password")
@@ -31,7 +35,7 @@ _LOADED = dict.fromkeys(
 
 def shared_context(inputs: dict[str, Any]) -> Any:
     """The shared context for these set-up inputs, or the Reason to leave them to stock.
-    Raises only what stock's own load would (MemoryError, RecursionError)."""
+    Raises nothing of its own (see ``_BUGS``)."""
     settings = STATE.settings
     if settings is None:
         return Reason.INTERNAL_ERROR
@@ -46,9 +50,9 @@ def shared_context(inputs: dict[str, Any]) -> Any:
             return _contexts.build(inputs, settings.connection, settings.ssl_, ca_check, checks)
 
         return REGISTRY.get(key, paths, build)
-    except (MemoryError, RecursionError):
+    except RecursionError:  # (a RuntimeError, but stock's own code would raise it too)
         raise
-    except Exception:
+    except _BUGS:
         _log.exception("requests_fastssl: internal error; this connection goes to stock")
         return Reason.INTERNAL_ERROR
 
@@ -81,9 +85,9 @@ def _given(wrapped: Any, kwargs: dict[str, Any]) -> Any:
     try:
         held = _owned.loaded_already(inputs)
         check = None if held else _owned.before_load(inputs)
-    except (MemoryError, RecursionError):
+    except RecursionError:  # (a RuntimeError, but stock's own code would raise it too)
         raise
-    except Exception:
+    except _BUGS:
         _log.exception("requests_fastssl: internal error; this connection goes to stock")
         held, check = False, None
     if held:

@@ -171,6 +171,15 @@ def _frozen(value: Any) -> Hashable:
     return (type(value), value)
 
 
+class _Secret(tuple):  # type: ignore[type-arg]
+    """A key password in a registry key: compared and hashed, never shown in a repr."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<key password>"
+
+
 class Settings:
     """The urllib3 module settings that feed a context urllib3 builds, read once per
     connection set-up: the factory and the names its code reads from its module, the
@@ -221,10 +230,11 @@ _DEPRECATED = {
 }
 
 
-def _default_ca_file() -> str | None:
-    """The CA file load_default_certs() reads (SSL_CERT_FILE, else OpenSSL's default)."""
-    paths = ssl.get_default_verify_paths()
-    return paths.cafile
+def _deprecated(version: Any) -> bool:
+    try:
+        return version in _DEPRECATED
+    except TypeError:
+        return False  # (unhashable: the key steps aside for it)
 
 
 def decide(
@@ -240,7 +250,7 @@ def decide(
     ca_certs, ca_dir, ca_data = inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"]
     if ca_dir:
         return Reason.CA_DIRECTORY
-    if {inputs["ssl_minimum_version"], inputs["ssl_maximum_version"]} & _DEPRECATED:
+    if _deprecated(inputs["ssl_minimum_version"]) or _deprecated(inputs["ssl_maximum_version"]):
         return Reason.DEPRECATED_VERSION
     cert_file, key_file, password = inputs["cert_file"], inputs["key_file"], inputs["key_password"]
     if callable(password):
@@ -259,8 +269,8 @@ def decide(
             unverified = False
         if not unverified or cert_file:
             return Reason.DEFAULT_STORE
-        default = _default_ca_file()
-        if default and os.path.exists(default):
+        default = ssl.get_default_verify_paths().cafile  # (None unless it exists)
+        if default:
             files.append(default)
         snapshot = (*snapshot, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
     if cert_file:
@@ -276,7 +286,7 @@ def decide(
             _frozen(ca_data),
             _frozen(cert_file),
             _frozen(key_file),
-            _frozen(password),
+            _Secret((_frozen(password),)),
             _frozen(inputs["assert_hostname"]),
             _frozen(inputs["assert_fingerprint"]),
             snapshot,

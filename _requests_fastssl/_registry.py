@@ -167,6 +167,8 @@ class Registry:
         except FileChanged:
             self.count("build_failures")
             return Reason.FILE_CHANGED
+        except RecursionError:  # (a RuntimeError)
+            raise
         except (OSError, ValueError, TypeError, RuntimeError) as exc:
             # What a load raises (ssl.SSLError is an OSError). Anything else, MemoryError,
             # RecursionError or an exception a signal handler raised, propagates as it would

@@ -460,12 +460,16 @@ def test_pool_tls_settings_share_a_context_per_value(
         tls = {"ssl_version": ssl.PROTOCOL_TLS_CLIENT}
     cert: Any = (pki.client_a.cert, pki.encrypted_key) if setting == "key-password" else None
 
+    shown: list[str] = []
+
     def calls() -> list[Any]:
         session = session_with(KwargsAdapter(**tls))
-        return [
+        got = [
             outcome(lambda: session.get(server.url, verify=pki.bundle, cert=cert, headers=CLOSE))
             for _ in range(3)
         ]
+        shown.append(repr(list(REGISTRY._entries)) + repr(requests_fastssl.stats()))
+        return got
 
     before = requests_fastssl.stats()
     stock, shim = stock_and_shim(calls)
@@ -477,7 +481,7 @@ def test_pool_tls_settings_share_a_context_per_value(
         assert stock == [("200", "client-a")] * 3
     assert shared.step_asides == 0
     assert shared.contexts_built == 1
-    assert "secret" not in repr(list(REGISTRY._entries)) + repr(requests_fastssl.stats())
+    assert "secret" not in "".join(shown)  # (read while the shim held its contexts)
 
 
 # --- root 3: fork safety -----------------------------------------------------------------
@@ -1010,6 +1014,31 @@ def test_a_bundle_that_can_no_longer_be_opened_fails_as_stock(
     assert results["shim"] == results["stock"]
     assert [r[0] for r in results["stock"]] == ["200", "SSLError", "200"]
     assert "Too many open files" in results["stock"][1][1]
+
+
+@pytest.mark.urllib3_2
+def test_a_bundle_that_cannot_be_compared_is_built_once_then_left_to_stock(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path, loads: LoadCounter
+) -> None:
+    """A bundle with a block other than certificates (here a private key, which OpenSSL's
+    load skips) cannot be compared with the store after a build: the build fails once, is
+    remembered while the file is unchanged, and every connection gets stock's answer
+    without a second load each."""
+    server = make_server()
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes(Path(pki.bundle).read_bytes() + Path(pki.client_a.key).read_bytes())
+
+    def calls() -> tuple[list[Any], int]:
+        before = loads.verify_locations
+        got = [
+            outcome(lambda: requests.get(server.url, verify=str(bundle), headers=CLOSE))
+            for _ in range(4)
+        ]
+        return got, loads.verify_locations - before
+
+    (stock, stock_loads), (shim, shim_loads) = stock_and_shim(calls)
+    assert shim == stock == [("200", None)] * 4
+    assert (stock_loads, shim_loads) == (4, 4 + 1)
 
 
 def test_a_racy_bundle_rewrite_is_seen_end_to_end(

@@ -24,7 +24,7 @@ import pytest
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
-from support import PKI, ROOT, ServerFactory, session_with, stock_and_shim
+from support import PKI, ROOT, ServerFactory, run_python, session_with, stock_and_shim
 
 import requests_fastssl
 from _requests_fastssl import _policy
@@ -205,22 +205,10 @@ def _script(body: str, pki: PKI) -> str:
     ) + textwrap.dedent(body)
 
 
-def _run(code: str, timeout: float = 60) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=str(ROOT),
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
-
-
 @pytest.mark.subprocess
 @pytest.mark.parametrize("installed", [False, True], ids=["stock", "shim"])
 def test_a_signal_handler_requesting_inside_the_first_load(installed: bool, pki: PKI) -> None:
-    out = _run(
+    out = run_python(
         _script(
             f"""
             if not {installed}:
@@ -318,7 +306,7 @@ def test_an_audit_hook_refusing_the_shims_opens(pki: PKI) -> None:
     """An audit hook that refuses Python-level opens of the bundle (stock's loads are
     OpenSSL's own, which raise no audit event): the shim's file checks fail, the
     connection goes to stock, and nothing is raised that stock would not raise."""
-    out = _run(
+    out = run_python(
         _script(
             """
             refused = []
