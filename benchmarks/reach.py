@@ -6,8 +6,9 @@ Each configuration makes ``--connections`` requests, each on a new connection, i
 interpreter per variant and repetition (interleaved, after a warm-up). CA loads and client
 chain loads are counted in that interpreter by wrapping ``ssl.SSLContext`` before anything
 else is imported: from outside the shim. *floor* is the same requests with one context built
-by hand, holding what the shim's would (CA, client chain, version bounds), handed to urllib3
-so that nothing is loaded per connection: what no wrapper can beat. Everything runs on
+by hand, holding what stock's holds (CA or, unverified, the system store; client chain;
+version bounds), handed to urllib3 so that nothing is loaded per connection: what no wrapper
+can beat. Everything runs on
 127.0.0.1 (servers and proxies in the child). The keep-alive rows make ``--keepalive`` GETs
 on one Session, stock and shim (CA file and CA directory): the shim's per-request overhead.
 
@@ -135,6 +136,8 @@ def _child(config: str, variant: str, connections: int, pki: str, count: bool) -
                 ctx.check_hostname = False  # urllib3 matches the asserted name itself
             if verifying:
                 ctx.load_verify_locations(bundle)
+            else:  # what stock's context holds: urllib3 loads the system store
+                ctx.load_default_certs()
             if cert is not None:
                 ctx.load_cert_chain(cert[0], cert[1], password=tls.get("key_password"))
             if config == "own-context":

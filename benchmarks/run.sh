@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The run behind the README's figures: the sequential scenario (20 requests in a row) and every
-# variant at 1, 30, 100 and 300 threads, 5 timed repetitions each after a warm-up, on the
+# variant at 1, 30, 100 and 300 threads, 10 timed repetitions each after a warm-up, on the
 # embedded server. Writes benchmarks/openssl-X.Y/results.json (machine-readable, with the
 # machine it ran on) and results.txt (the table), X.Y being the OpenSSL of the Python running it.
 #
@@ -14,5 +14,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=benchmarks/$(python -c 'import ssl; print("openssl-%d.%d" % ssl.OPENSSL_VERSION_INFO[:2])')
 mkdir -p "$out"
-python -m requests_fastssl bench --sequential 20 --concurrency 1,30,100,300 --repeat 5 \
+python -m requests_fastssl bench --sequential 20 --concurrency 1,30,100,300 --repeat 10 \
     --json "$out/results.json" | tee "$out/results.txt"
