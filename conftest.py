@@ -29,6 +29,7 @@ from support import (
 )
 
 import requests_fastssl
+from _requests_fastssl.cli.loads import counting_loads
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 
 requests_fastssl.uninstall()  # importing it installed the shim; each test decides for itself
@@ -148,42 +149,11 @@ def shim() -> None:
 
 @pytest.fixture
 def loads() -> Iterator[LoadCounter]:
-    """Count real loads into client-side SSLContexts, seen through the profiler in every
-    thread: replacing the methods would make the shim step aside (context-patched), as it
-    must for a class whose methods run once per build instead of once per connection."""
-    import sys
-    import threading
-
-    counter = LoadCounter()
-    fields = {
-        "load_verify_locations": "verify_locations",
-        "load_default_certs": "default_certs",
-        "load_cert_chain": "cert_chains",
-    }
-    lock = threading.Lock()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event != "c_call" and event != "call":
-            return
-        name = getattr(arg, "__name__", None) if event == "c_call" else frame.f_code.co_name
-        field = fields.get(name or "")
-        if field is None:
-            return
-        owner = getattr(arg, "__self__", None) if event == "c_call" else frame.f_locals.get("self")
-        if not isinstance(owner, ssl.SSLContext) or owner.protocol == ssl.PROTOCOL_TLS_SERVER:
-            return
-        if event == "call" and name != "load_default_certs":
-            return  # (a Python-level method: only ssl.py's load_default_certs is one)
-        with lock:
-            setattr(counter, field, getattr(counter, field) + 1)
-
-    sys.setprofile(profile)
-    threading.setprofile(profile)
-    try:
+    """Count real loads into client-side SSLContexts, seen through the profiler: replacing
+    the methods would make the shim step aside (context-patched), as it must for a class
+    whose methods run once per build instead of once per connection."""
+    with counting_loads() as counter:
         yield counter
-    finally:
-        threading.setprofile(None)
-        sys.setprofile(None)
 
 
 @pytest.fixture

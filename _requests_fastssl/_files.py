@@ -22,6 +22,7 @@ import stat
 __all__ = ["FileChanged", "FileCheck", "read_checks"]
 
 _PIECE = 65536
+_MOST = 1 << 20
 
 
 def _identity(path: str) -> tuple[int, ...] | None:
@@ -44,15 +45,23 @@ def _read(path: str) -> bytes:
 
 
 def _same(path: str, expected: bytes) -> bool:
-    """Compared piece by piece: 300 connections at once must not hold 300 bundle copies."""
+    """One read for a bundle up to ``_MOST`` (one byte more than expected shows growth):
+    each system call releases the GIL, and under 300 threads taking it back costs more than
+    the read. Larger files in pieces of that size, so that 300 connections at once never
+    hold 300 copies of a large bundle."""
     fd = os.open(path, os.O_RDONLY)  # (the flags OpenSSL's fopen("r") uses)
     try:
-        offset = 0
-        while piece := os.read(fd, _PIECE):
+        offset, size = 0, len(expected)
+        while True:
+            asked = min(size - offset + 1, _MOST)
+            piece = os.read(fd, asked)
             if not expected.startswith(piece, offset):  # (a memcmp, no copy)
                 return False
             offset += len(piece)
-        return offset == len(expected)
+            if offset > size:
+                return False
+            if len(piece) < asked:  # (a regular file reads short only at its end)
+                return offset == size
     finally:
         os.close(fd)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import _import_hook
+from . import _import_hook, _observe
 from ._errors import UnsupportedVersionError
 from ._state import LOCK as _lock
 from ._state import STATE
@@ -82,6 +82,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
         not isinstance(max_contexts, int) or isinstance(max_contexts, bool) or max_contexts < 1
     ):
         raise ValueError(f"max_contexts must be a positive int, not {max_contexts!r}")
+    _observe.configure_from_env()
     wait_for_import = False
     was_active = STATE.active
     with _lock:
@@ -210,7 +211,7 @@ def _activate(adapters: ModuleType) -> None:
     STATE.phase, STATE.reason = "active", ""
     if name == "ssl_wrap_socket":
         STATE.reason = "urllib3 1.26: every connection is left to stock (counted as urllib3-1.26)"
-    _debug("requests_fastssl: wrapped urllib3.connection.%s", name)
+    _observe.activated(name)
 
 
 def _on_adapters_imported(module: ModuleType) -> None:

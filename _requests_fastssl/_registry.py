@@ -32,6 +32,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._files import FileChanged, FileCheck, read_checks
+from ._observe import first_step_aside
 from ._policy import Reason
 from ._status import Stats
 
@@ -79,6 +80,7 @@ class Registry:
         self._max = max_contexts
         self._counts: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
         self._reasons: dict[str, int] = {}
+        self._announced: dict[str, object] = {}  # reasons logged once (_observe)
         self._build_seconds = 0.0
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
@@ -210,6 +212,9 @@ class Registry:
     def step_aside(self, reason: Reason) -> None:
         self._counts["step_asides"] += 1
         self._reasons[reason.code] = self._reasons.get(reason.code, 0) + 1
+        token = object()  # setdefault is atomic: exactly one thread sees its own token
+        if self._announced.setdefault(reason.code, token) is token:
+            first_step_aside(reason)
 
     def count(self, name: str, n: int = 1) -> None:
         self._counts[name] += n

@@ -61,6 +61,30 @@ class Stats(NamedTuple):
     owned_loads_avoided: int = 0
     step_aside_reasons: Mapping[str, int] = {}
 
+    def __str__(self) -> str:
+        """One readable line (``repr()`` keeps every field)."""
+
+        def n(count: float, word: str) -> str:
+            return f"{count:g} {word}{'' if count == 1 else 's'}"
+
+        parts = [
+            f"{n(self.connections, 'TLS connection')} used shared contexts "
+            f"({n(self.contexts_built, 'context')} built with {n(self.ca_loads, 'CA load')} "
+            f"in {self.build_seconds * 1000:.1f} ms, {self.entries} held now)",
+            f"{n(self.loads_avoided, 'load')} avoided, about {self.seconds_saved:.2f} s saved",
+        ]
+        if self.step_asides:
+            why = ", ".join(f"{code} {count}" for code, count in self.step_aside_reasons.items())
+            parts.append(f"{n(self.step_asides, 'set-up')} left to stock ({why})")
+        else:
+            parts.append("none left to stock")
+        extra = [
+            f"{name.replace('_', ' ')} {value}"
+            for name in ("build_failures", "failures_skipped", "discards", "evictions")
+            if (value := getattr(self, name))
+        ]
+        return "; ".join(parts + extra)
+
     @property
     def loads_avoided(self) -> int:
         """Loads stock requests would have done that the shim did not."""

@@ -67,7 +67,12 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         if ctx is Reason.NOT_A_FILE or ctx is Reason.BUILD_FAILED:
             # What the request would raise: stock's own set-up, on a socket-less call.
             _stock_error(inputs)
-        return not isinstance(ctx, Reason)
+        if isinstance(ctx, Reason):
+            from ._registry import REGISTRY
+
+            REGISTRY.step_aside(ctx)  # counted (and logged once) as the request's would be
+            return False
+        return True
     finally:
         adapter.close()
 
@@ -80,9 +85,10 @@ _INPUTS = (
 
 
 def _stock_error(inputs: dict[str, Any]) -> None:
-    """Raise what urllib3's set-up raises for these inputs before any handshake."""
+    """Raise what a request raises for these inputs before any handshake: urllib3's
+    set-up raises its SSLError, which requests hands its caller as its own SSLError."""
     import urllib3.util.ssl_ as ssl_
-    from urllib3.exceptions import SSLError
+    from requests.exceptions import SSLError
 
     ctx = ssl_.create_urllib3_context()
     ca = (inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"])
@@ -110,14 +116,28 @@ def warm_from_env() -> None:
     if value.strip().lower() not in _ON:
         log.warning("requests_fastssl: %s=%r not understood (1 or 0); not warming", ENV_WARM, value)
         return
+    from ._registry import REGISTRY
+
+    before = REGISTRY.stats()
     try:
         ready = warm()
     except Exception as exc:
-        log.warning("requests_fastssl: %s: warming verify=True failed: %r", ENV_WARM, exc)
+        log.warning(
+            "requests_fastssl: %s: warming verify=True failed, as every verify=True request "
+            "will: %s: %s",
+            ENV_WARM,
+            type(exc).__name__,
+            exc,
+        )
         return
     if not ready:
+        reasons = REGISTRY.stats().since(before).step_aside_reasons
+        from ._policy import Reason
+
+        texts = {r.code: r.text for r in Reason}
+        why = "; ".join(f"{code}: {texts.get(code, '')}" for code in reasons) or "unknown"
         log.warning(
-            "requests_fastssl: %s: the shim steps aside for verify=True here "
-            "(stats().step_aside_reasons says why)",
+            "requests_fastssl: %s: verify=True is left to stock requests here (%s)",
             ENV_WARM,
+            why,
         )

@@ -47,30 +47,20 @@ VARIANTS = ("stock", "shim", "floor")
 # --- inside the child ---------------------------------------------------------------------------
 
 
-def _count_loads() -> dict[str, int]:
-    """Count the C load methods called in this thread through the profiler. Not by replacing
-    them on ssl.SSLContext: the shim leaves a context whose load method was replaced alone
-    (it might do more than load), so a counting wrapper would change what it measures."""
-    import ssl
-
-    # load_default_certs is Python; the C call it makes is set_default_verify_paths.
-    counts = {"load_verify_locations": 0, "load_cert_chain": 0, "set_default_verify_paths": 0}
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "c_call":
-            name = getattr(arg, "__name__", "")
-            owner = getattr(arg, "__self__", None)
-            if name in counts and getattr(owner, "protocol", None) != ssl.PROTOCOL_TLS_SERVER:
-                counts[name] += 1
-
-    sys.setprofile(profile)
-    return counts
-
-
 def _child(config: str, variant: str, connections: int, pki: str, count: bool) -> dict[str, Any]:
     # Counting runs are not timed, timed runs not counted: the profiler slows Python down.
-    counts = _count_loads() if count else {}
     sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+    from contextlib import ExitStack as _Stack
+
+    from _requests_fastssl.cli.loads import LoadCount, counting_loads
+
+    keep = _Stack()  # (held until the child returns: its end would stop the counting)
+    counter: LoadCount | None = keep.enter_context(counting_loads()) if count else None
+
+    def zero() -> None:
+        if counter is not None:
+            counter.verify_locations = counter.default_certs = counter.cert_chains = 0
+
     if variant == "shim":
         import requests_fastssl
 
@@ -187,8 +177,7 @@ def _child(config: str, variant: str, connections: int, pki: str, count: bool) -
             user_ctx = create_urllib3_context()
             user_ctx.load_cert_chain(*client)
             held.append(user_ctx)
-        for name in counts:  # from here on: what the requests load
-            counts[name] = 0
+        zero()  # from here on: what the requests load
 
         def one() -> str:
             with requests.Session() as session:
@@ -209,8 +198,7 @@ def _child(config: str, variant: str, connections: int, pki: str, count: bool) -
                 requests_fastssl.warm(verify=bundle)
             elif variant == "floor":
                 held.append(floor_context())
-            for name in counts:  # what the request itself loads
-                counts[name] = 0
+            zero()  # what the request itself loads
             started = time.perf_counter()
             outcomes = [one()]
         else:
@@ -219,6 +207,15 @@ def _child(config: str, variant: str, connections: int, pki: str, count: bool) -
             outcomes = [one() for _ in range(connections)]
         wall = time.perf_counter() - started
     sys.setprofile(None)
+    counts = (
+        {
+            "load_verify_locations": counter.verify_locations,
+            "load_cert_chain": counter.cert_chains,
+            "load_default_certs": counter.default_certs,
+        }
+        if counter is not None
+        else {}
+    )
     return {"wall": wall, "outcomes": outcomes, **counts}
 
 
@@ -251,13 +248,14 @@ def _keepalive_child(kind: str, variant: str, calls: int, pki: str) -> dict[str,
 
 
 def _make_pki(where: Path) -> None:
-    import certifi
     import trustme
     from cryptography.hazmat.primitives import serialization
 
+    from _requests_fastssl.cli.pki import certifi_plus
+
     ca = trustme.CA()
     (where / "ca.pem").write_bytes(ca.cert_pem.bytes())
-    (where / "bundle.pem").write_bytes(Path(certifi.where()).read_bytes() + ca.cert_pem.bytes())
+    certifi_plus(ca, str(where))
     leaf = ca.issue_cert("127.0.0.1", "localhost")
     leaf.cert_chain_pems[0].write_to_path(str(where / "server.pem"))
     leaf.private_key_pem.write_to_path(str(where / "server.key"))
@@ -328,7 +326,7 @@ def main() -> int:
                         "median_s": statistics.median(r["wall"] for r in runs[variant]),
                         "ca_loads": loads[variant]["load_verify_locations"],
                         "chain_loads": loads[variant]["load_cert_chain"],
-                        "default_loads": loads[variant]["set_default_verify_paths"],
+                        "default_loads": loads[variant]["load_default_certs"],
                         "outcomes": sorted(outcomes | set(loads[variant]["outcomes"])),
                     }
                 )

@@ -379,7 +379,15 @@ def contexts_intact() -> bool:
     return True
 
 
-CHAOS = ("clear", "flip", "rewrite", "shrink", "fork", "grow")
+CHAOS = ("clear", "flip", "rewrite", "shrink", "fork", "grow", "interrupt")
+SHIM_CODE = os.path.dirname(os.path.abspath(requests_fastssl.__file__)).replace(
+    "requests_fastssl", "_requests_fastssl"
+)
+
+
+class Interrupt(BaseException):
+    """What the chaos raises inside a request, as KeyboardInterrupt or a signal handler's
+    exception would arrive: at one bytecode line, chosen at random."""
 
 
 class Load:
@@ -402,6 +410,9 @@ class Load:
         self.openssl_fork_hangs: list[str] = []
         self.outcomes: Counter[str] = Counter()
         self.chaos_actions: Counter[str] = Counter()
+        # Where the chaos's interrupts landed: in the shim's code, elsewhere in the request,
+        # or nowhere (the request ended before the chosen line).
+        self.interrupts: Counter[str] = Counter()
         # urllib3 1.26 reconnects a pool's connection object with the pyOpenSSL context it
         # made for the first connect, and current pyOpenSSL refuses that context's
         # verify_mode write ("Context has already been used ..."): in stock, a request after
@@ -470,9 +481,71 @@ class Load:
                     if path.endswith(".pem"):
                         Path(path + ".new").write_bytes(Path(path).read_bytes())
                         os.replace(path + ".new", path)
+            elif action == "interrupt":
+                self.interrupt_check(rng)
             else:
                 self.fork_check(rng)
             self.chaos_actions[action] += 1
+
+    def interrupt_check(self, rng: random.Random) -> None:
+        """A request on a new connection, with an empty registry so that a build happens (its
+        own, or the workers' it waits on), gets ``Interrupt`` at a random line: half the time
+        counted over the shim's own code only (the build's bookkeeping), half over every
+        line of the request. The same thread then retries the case and must get the oracle's
+        outcome; neither it nor any worker may hang (the workers' outcomes are checked as
+        always, the whole run is under faulthandler's deadline)."""
+        # Sessions of its own only: an interrupt inside a Session the workers share could
+        # break that Session's pool for everyone, in stock as well.
+        own = [
+            c for c in self.sharing if c.client not in ("shared", "noverify", "password", "bounds")
+        ]
+        case = rng.choice(own or self.sharing)
+        only_shim = rng.random() < 0.5
+        at = rng.randrange(1, 150 if only_shim else 4000)
+        landed: list[str] = []
+        retried: list[Outcome] = []
+
+        def tracer(frame: Any, event: str, _arg: Any) -> Any:
+            inside = frame.f_code.co_filename.startswith(SHIM_CODE)
+            if only_shim and not inside:
+                return None
+            return lines
+
+        def lines(frame: Any, event: str, _arg: Any) -> Any:
+            nonlocal at
+            if event == "line":
+                at -= 1
+                if at == 0:
+                    landed.append(
+                        "shim" if frame.f_code.co_filename.startswith(SHIM_CODE) else "request"
+                    )
+                    raise Interrupt
+            return lines
+
+        def victim() -> None:
+            requests_fastssl.clear()
+            sys.settrace(tracer)
+            try:
+                outcome(self.clients, case, True)
+            except Interrupt:
+                pass
+            finally:
+                sys.settrace(None)
+            retried.append(outcome(self.clients, case, True))
+
+        thread = threading.Thread(target=victim, name="stress-interrupted")
+        thread.start()
+        thread.join(timeout=120)
+        with self.progress:
+            if thread.is_alive():
+                self.crashes.append(f"interrupted request hung: {case}")
+                self.stop = True
+                self.progress.notify_all()
+                return
+            self.interrupts[landed[0] if landed else "nowhere"] += 1
+            if retried != [self.oracle[case]]:
+                got = retried[0] if retried else ("no retry outcome", None)
+                self.mismatches.append((case, True, self.oracle[case], got))
 
     def fork_check(self, rng: random.Random) -> None:
         """A child forked mid-load makes a few requests (new connections, sharing cases)
@@ -650,6 +723,7 @@ def main(argv: list[str] | None = None) -> int:
                 "proxy_saw_client_certs": proxy_saw,
                 "outcomes": dict(load.outcomes.most_common()),
                 "chaos": dict(load.chaos_actions),
+                "interrupts": dict(load.interrupts),
                 "shim_stats": {
                     k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()
                 },

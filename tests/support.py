@@ -22,6 +22,7 @@ import requests
 import trustme
 
 import requests_fastssl
+from _requests_fastssl.cli.loads import LoadCount
 from _requests_fastssl.cli.server import HTTPSServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,11 +98,7 @@ needs_urllib3_2 = pytest.mark.skipif(
 )
 
 
-@dataclass
-class LoadCounter:
-    verify_locations: int = 0
-    default_certs: int = 0
-    cert_chains: int = 0
+LoadCounter = LoadCount  # (the one counter: _requests_fastssl.cli.loads)
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -126,8 +123,11 @@ def session_with(adapter: requests.adapters.HTTPAdapter) -> requests.Session:
     return session
 
 
-def run_python(code: str, *, env: dict[str, str] | None = None, check: bool = True) -> str:
-    """Run ``code`` in a fresh interpreter (import order matters there); returns stdout."""
+def run_python(
+    code: str, *, env: dict[str, str] | None = None, check: bool = True, stderr: bool = False
+) -> str:
+    """Run ``code`` in a fresh interpreter (import order matters there); returns stdout
+    (followed by stderr with ``stderr=True``)."""
     full_env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
     full_env.update(env or {})
     proc = subprocess.run(
@@ -144,7 +144,7 @@ def run_python(code: str, *, env: dict[str, str] | None = None, check: bool = Tr
         )
     if not check and proc.returncode != 0:  # the caller compares failures: give it the last line
         return proc.stdout + proc.stderr.strip().splitlines()[-1]
-    return proc.stdout
+    return proc.stdout + proc.stderr if stderr else proc.stdout
 
 
 def stock_and_shim(calls: Callable[[], Any]) -> tuple[Any, Any]:

@@ -208,8 +208,10 @@ def test_doctor_reports_versions_status_bundle_cost_and_self_test(pki: PKI) -> N
     assert any(line.startswith("OpenSSL ") for line in lines)
     assert any("requests 2." in line and "urllib3 " in line for line in lines)
     assert "shim in this process: active" in lines
-    assert f"CA bundle for verify=True: {pki.bundle} (from REQUESTS_CA_BUNDLE)" in lines
-    assert any(line.startswith("one CA load: ") and " ms " in line for line in lines)
+    assert f"trust source for verify=True: {pki.bundle} (from REQUESTS_CA_BUNDLE)" in lines
+    # The trust source asked about, measured: one certificate costs little to load.
+    assert any(line.startswith("one CA load: ") and "(1 certificates" in line for line in lines)
+    assert any(line.startswith("verdict: little to gain") for line in lines), lines
     # The self-test's real requests moved the counters: one build, three connections.
     assert any(line.endswith(": 200, 200, 200") for line in lines), lines
     assert (
@@ -306,7 +308,6 @@ def test_doctor_url_says_whether_the_request_shared_and_why_not(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--verify", "false"], "--verify: only with --url"),
         (["--cert", "c.pem"], "--cert: only with --url"),
         (["--url", "http://127.0.0.1/"], "--url: need an https:// URL with a host"),
         (["--url", "https://127.0.0.1/", "--verify", "nowhere"], "--verify: need true, false or"),
@@ -329,3 +330,104 @@ def test_doctor_url_reports_any_error_the_request_raises(tmp_path: Path) -> None
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert "request: GET https://127.0.0.1:1/ (verify=True, cert=None): OSError: " in proc.stdout
+
+
+def test_doctor_measures_the_trust_source_it_is_asked_about(tmp_path: Path) -> None:
+    import certifi
+
+    big = cli("doctor", "--no-self-test", "--verify", certifi.where())
+    assert f"trust source for verify={certifi.where()!r}: {certifi.where()} (--verify)" in (
+        big.stdout
+    )
+    assert "verdict: the shim saves about" in big.stdout  # certifi costs milliseconds
+    directory = cli("doctor", "--no-self-test", "--verify", str(tmp_path))
+    assert "a CA directory is read lazily" in directory.stdout
+    assert "verdict: little to gain here" in directory.stdout
+    unverified = cli("doctor", "--no-self-test", "--verify", "false")
+    assert "trust source for verify=False: none checked, but stock loads the system store" in (
+        unverified.stdout
+    )
+    assert all(p.returncode == 0 for p in (big, directory, unverified)), big.stderr
+
+
+@pytest.mark.parametrize(
+    ("setup", "command", "status", "message"),
+    [
+        (None, "no-such-command-anywhere", 127, "no-such-command-anywhere: command not found"),
+        (None, "./missing-script", 127, "./missing-script: No such file or directory"),
+        ("plain", "./script", 126, "./script: Permission denied"),
+        ("dir", "./folder", 126, "./folder: Is a directory"),
+        ("no-shebang", "./noshebang", 126, "./noshebang: Exec format error"),
+    ],
+)
+def test_run_reports_exec_errors_as_a_shell_does(
+    tmp_path: Path, setup: str | None, command: str, status: int, message: str
+) -> None:
+    import os
+
+    if setup == "plain":
+        (tmp_path / "script").write_text("#!/bin/sh\necho hi\n")
+    elif setup == "dir":
+        (tmp_path / "folder").mkdir()
+    elif setup == "no-shebang":
+        script = tmp_path / "noshebang"
+        script.write_bytes(b"\x00\x01 not a program")
+        script.chmod(0o755)
+    proc = subprocess.run(
+        [sys.executable, "-m", "requests_fastssl", "run", "--", command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert proc.returncode == status, proc.stderr
+    assert proc.stderr.strip() == f"python -m requests_fastssl: error: {message}"
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.urllib3_2
+def test_run_report_prints_the_counters_at_exit(pki: PKI, make_server: ServerFactory) -> None:
+    server = make_server()
+    script = (
+        f"import requests\nfor _ in range(3): requests.get({server.url!r}, verify={pki.bundle!r})\n"
+    )
+    proc = cli("run", "--report", "--", sys.executable, "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("requests_fastssl report")]
+    assert "3 TLS connections used shared contexts (1 context built with 1 CA load" in line
+    assert "none left to stock" in line
+    quiet = cli("run", "--", sys.executable, "-c", script)
+    assert "requests_fastssl report" not in quiet.stderr  # only when asked
+    no_requests = cli("run", "--report", "--", sys.executable, "-c", "pass")
+    assert "requests_fastssl report" not in no_requests.stderr  # nothing to say
+
+
+@pytest.mark.parametrize("target", ["directory", "dangling", "/dev/full"])
+def test_bench_json_target_is_checked_before_any_work(tmp_path: Path, target: str) -> None:
+    if target == "directory":
+        path = str(tmp_path)
+    elif target == "dangling":
+        path = str(tmp_path / "link.json")
+        Path(path).symlink_to(tmp_path / "missing" / "x.json")
+    else:
+        path = target
+    proc = cli("bench", "--json", path)
+    assert proc.returncode == 2
+    assert "error: --json: " in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""  # no run started
+
+
+def test_bench_url_is_probed_with_one_request_first() -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        proc = cli("bench", "--url", f"https://127.0.0.1:{port}/", "--repeat", "1")
+    assert proc.returncode == 2
+    assert f"error: --url: https://127.0.0.1:{port}/ cannot be reached (ConnectionError" in (
+        proc.stderr
+    )
+    assert "warm-up" not in proc.stderr  # no run started

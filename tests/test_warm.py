@@ -76,6 +76,22 @@ def test_warm_raises_what_the_request_would_raise(tmp_path: Path) -> None:
     assert str(w.value) == str(r.value)
 
 
+@pytest.mark.urllib3_2
+def test_warm_raises_the_requests_error_a_request_raises_for_a_bad_bundle(
+    tmp_path: Path, make_server: Any
+) -> None:
+    bad = tmp_path / "notpem.txt"
+    bad.write_text("not a certificate\n")
+    server = make_server()
+    requests_fastssl.install()
+    with pytest.raises(requests.exceptions.SSLError) as w:
+        requests_fastssl.warm(verify=str(bad))
+    with pytest.raises(requests.exceptions.SSLError) as r:
+        requests.get(server.url, verify=str(bad))
+    assert "NO_CERTIFICATE_OR_CRL_FOUND" in str(w.value)
+    assert "NO_CERTIFICATE_OR_CRL_FOUND" in str(r.value)
+
+
 def test_warm_without_the_shim_does_nothing(loads: LoadCounter) -> None:
     assert requests_fastssl.status().state is requests_fastssl.State.NOT_INSTALLED
     assert requests_fastssl.warm() is False
@@ -119,13 +135,25 @@ def test_env_warm_with_requests_imported_first(pki: PKI) -> None:
     ("value", "bundle", "message"),
     [
         ("maybe", None, "REQUESTS_FASTSSL_WARM='maybe' not understood (1 or 0); not warming"),
-        ("1", "/missing.pem", "warming verify=True failed: OSError('Could not find a suitable"),
+        (
+            "1",
+            "/missing.pem",
+            "warming verify=True failed, as every verify=True request will: OSError: Could not "
+            "find a suitable",
+        ),
+        ("1", "NOTPEM", "warming verify=True failed, as every verify=True request will: SSLError:"),
+        ("1", "DIR", "verify=True is left to stock requests here (ca-directory: verify names a"),
     ],
 )
 def test_env_warm_problems_are_logged_never_raised(
-    value: str, bundle: str | None, message: str
+    value: str, bundle: str | None, message: str, tmp_path: Path
 ) -> None:
     env = {"REQUESTS_FASTSSL_WARM": value}
+    if bundle == "NOTPEM":
+        bundle = str(tmp_path / "notpem.txt")
+        Path(bundle).write_text("not a certificate\n")
+    elif bundle == "DIR":
+        bundle = str(tmp_path)
     if bundle:
         env["REQUESTS_CA_BUNDLE"] = bundle
     code = """
@@ -134,9 +162,13 @@ def test_env_warm_problems_are_logged_never_raised(
         import requests_fastssl, requests
         print("built", requests_fastssl.stats().contexts_built)
     """
+    code += "\n        print(requests_fastssl.stats())"  # a readable line
     out = run_python(code, env=env)  # exit status 0: the program's import went through
     assert message in out
     assert "built 0" in out
+    # WARNING: seen without any logging set up (Python's last-resort handler shows it).
+    bare = run_python("import requests_fastssl, requests", env=env, stderr=True)
+    assert message in bare
 
 
 # --- prefork: a master that warms, workers that load nothing --------------------------------------

@@ -22,12 +22,12 @@ import threading
 import time
 from pathlib import Path
 
-import certifi
 import requests
 import trustme
 import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _requests_fastssl.cli.pki import certifi_plus
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 
 
@@ -41,8 +41,7 @@ def main() -> int:
     ca = trustme.CA()
     stop = threading.Event()
     with tempfile.TemporaryDirectory() as tmp, HTTPSServer(server_context(ca)) as server:
-        bundle = os.path.join(tmp, "bundle.pem")
-        Path(bundle).write_bytes(Path(certifi.where()).read_bytes() + ca.cert_pem.bytes())
+        bundle = certifi_plus(ca, tmp)
 
         def load() -> None:
             while not stop.is_set():

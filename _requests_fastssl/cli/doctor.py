@@ -1,0 +1,245 @@
+"""``doctor``: versions, activation modes, the trust source asked about and what one load
+of it costs (and so whether the shim can help), then a self-test or one real request."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .. import __version__
+from .output import certificates, program, trust_for_verify_true, versions
+from .run import bootstrap_dir
+
+__all__ = ["doctor"]
+
+# Below this, a load is a small part of a new connection's cost (a handshake on loopback
+# alone is about 1 ms): the shim saves little.
+LITTLE_MS = 2.0
+
+
+def doctor(
+    verify: Any = True, self_test: bool = True, request: dict[str, Any] | None = None
+) -> int:
+    import ssl
+
+    import requests  # noqa: F401  (imported so that the shim patches, or says why not)
+
+    import requests_fastssl
+
+    print(f"requests-fastssl {__version__}")
+    print(
+        f"Python {platform.python_version()} ({platform.python_implementation()}), "
+        f"{platform.platform()}, {os.cpu_count()} CPUs"
+    )
+    print(ssl.OPENSSL_VERSION)
+    print(", ".join(f"{name} {v}" for name, v in versions().items() if name != "requests-fastssl"))
+    print("activation modes in effect:")
+    for line in _activation_modes():
+        print(f"  {line}")
+    status = requests_fastssl.status()
+    # This process imported requests_fastssl to run doctor, as a start-up line would.
+    print(f"shim in this process: {status}")
+    healthy = status.state.value == "active"
+    healthy = _trust_source(verify) and healthy
+    if self_test:
+        healthy = _self_test(status.state.value == "active") and healthy
+    if request is not None:
+        healthy = _one_request(request, status.state.value == "active") and healthy
+    return 0 if healthy else 1
+
+
+def _trust_source(verify: Any) -> bool:
+    """Say what the trust source for ``verify`` is, what stock pays to load it per new
+    connection, and whether the shim has much to gain; False if it cannot be loaded."""
+    import ssl
+
+    from .engine import ca_load_ms, default_store_ms
+
+    measure: Callable[[], float]
+    if verify is False:
+        print("trust source for verify=False: none checked, but stock loads the system store")
+        what, measure = "the system store", default_store_ms
+    else:
+        if isinstance(verify, str):
+            source, origin = verify, "--verify"
+        else:
+            source, origin = trust_for_verify_true()
+        shown = "True" if verify is True else repr(source)
+        print(f"trust source for verify={shown}: {source} ({origin})")
+        if os.path.isdir(source):
+            print(
+                "one CA load: a CA directory is read lazily by OpenSSL at each handshake, so "
+                "stock pays little per connection; the shim leaves it to stock (ca-directory)"
+            )
+            print("verdict: little to gain here; a bundle file is where the shim helps")
+            return True
+        what = ""
+
+        def measure() -> float:
+            nonlocal what
+            cost = ca_load_ms(source)  # (raises first for a file that cannot be loaded)
+            what = certificates(source)
+            return cost
+
+    try:
+        cost = measure()
+    except (OSError, ssl.SSLError) as exc:
+        # Every such request would fail the same way.
+        print(f"one CA load: failed ({exc}); every request with this trust would fail")
+        return False
+    print(
+        f"one CA load: {cost:.1f} ms ({what}, median of 5); stock requests pays this on every "
+        "new connection, the shim once per process"
+    )
+    if cost < LITTLE_MS:
+        print(
+            f"verdict: little to gain: a load this cheap (under {LITTLE_MS:g} ms) is a small "
+            "part of a new connection; the shim helps with large bundles such as certifi's"
+        )
+    else:
+        print(
+            f"verdict: the shim saves about {cost:.0f} ms of CPU per new connection; a program "
+            "that keeps one Session and reuses its connections saves it only per connection"
+        )
+    return True
+
+
+def _one_request(request: dict[str, Any], active: bool) -> bool:
+    """doctor --url: one GET on a new connection, and what the shim did for it."""
+    import requests
+
+    import requests_fastssl
+
+    url = request["url"]
+    shown = ", ".join(f"{k}={v!r}" for k, v in request.items() if k != "url")
+    before = requests_fastssl.stats()
+    try:
+        with requests.Session() as session:
+            response = session.get(url, verify=request["verify"], cert=request["cert"])
+    except Exception as exc:  # (requests raises more than RequestException: OSError, ...)
+        print(f"request: GET {url} ({shown}): {type(exc).__name__}: {exc}")
+        ok = False
+    else:
+        print(f"request: GET {url} ({shown}): HTTP {response.status_code}")
+        ok = True
+    delta = requests_fastssl.stats().since(before)
+    if not active:
+        print("shared: no, the shim is off in this process (see above); stock requests ran")
+        return False
+    reasons = dict(delta.step_aside_reasons)
+    if reasons:
+        from _requests_fastssl._policy import Reason
+
+        texts = {reason.code: reason.text for reason in Reason}
+        for code in reasons:
+            why = texts.get(code, "see docs/design.md, step-aside rules")
+            print(f"shared: no, left to stock requests ({code}): {why}")
+    elif delta.connections:
+        built = (
+            f"built now, with {delta.ca_loads} CA load(s)"
+            if delta.contexts_built
+            else "one built earlier in this process"
+        )
+        print(f"shared: yes, {delta.connections} TLS connection(s) used a shared context ({built})")
+    else:
+        print("shared: no TLS connection was made (the request failed before, or was not HTTPS)")
+    return ok
+
+
+def _activation_modes() -> list[str]:
+    """Which of the documented ways of switching the shim on apply to Python processes
+    started like this one (same environment, same interpreter)."""
+    from importlib.metadata import entry_points
+
+    lines = []
+    disable = os.environ.get("REQUESTS_FASTSSL_DISABLE")
+    if disable:
+        lines.append(
+            f"REQUESTS_FASTSSL_DISABLE={disable}: the shim stays off, whatever else is set up"
+        )
+    hook = os.path.join(bootstrap_dir(), "")
+    on_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if any(os.path.join(os.path.abspath(p), "") == hook for p in on_path):
+        lines.append(f"`{program()} run`: yes (its start-up hook is on PYTHONPATH)")
+    else:
+        lines.append(f"`{program()} run`: no (this process was not started by it)")
+    starters: list[str] = []
+    for name in ("sitecustomize", "usercustomize"):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path and os.path.join(os.path.dirname(os.path.abspath(path)), "") == hook:
+            continue  # run's own hook, reported above
+        if not path:
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                if "requests_fastssl" in f.read():
+                    starters.append(path)
+        except OSError:
+            pass
+    if starters:
+        lines.append(f"start-up file importing requests_fastssl: yes ({', '.join(starters)})")
+    else:
+        lines.append("start-up file (sitecustomize/usercustomize) importing requests_fastssl: no")
+    plugin = [e for e in entry_points(group="pytest11") if e.name == "requests_fastssl"]
+    if plugin:
+        lines.append(
+            "pytest plugin: registered; on for a pytest run with --fastssl or `fastssl = true` "
+            "in the ini file, and for tests using the fastssl fixture"
+        )
+    else:
+        lines.append("pytest plugin: not registered (the package metadata is missing)")
+    return lines
+
+
+def _self_test(active: bool) -> bool:
+    """Real requests to an embedded HTTPS server on 127.0.0.1; shows the counters move."""
+    import tempfile
+
+    import requests
+
+    import requests_fastssl
+
+    from .pki import INSTALL_HINT, certifi_plus, test_ca
+    from .server import HTTPSServer, server_context
+
+    try:
+        ca = test_ca()
+    except SystemExit:
+        print(f"self-test: not run, it needs trustme: {INSTALL_HINT}")
+        return True
+    calls = 3
+    with tempfile.TemporaryDirectory(prefix="requests-fastssl-doctor-") as tmp:
+        bundle = certifi_plus(ca, tmp)
+        with HTTPSServer(server_context(ca, ("127.0.0.1",))) as server:
+            before = requests_fastssl.stats()
+            statuses = []
+            for _ in range(calls):  # each a new Session, so a new connection
+                try:
+                    statuses.append(str(requests.get(server.url, verify=bundle).status_code))
+                except requests.RequestException as exc:
+                    statuses.append(type(exc).__name__)
+            delta = requests_fastssl.stats().since(before)
+    print(
+        f"self-test: {calls} x requests.get() to an embedded HTTPS server on 127.0.0.1, each a "
+        f"new connection, verify=<certifi + a test CA>: {', '.join(statuses)}"
+    )
+    if statuses != ["200"] * calls:
+        print("self-test: FAILED, the requests did not succeed")
+        return False
+    if not active:
+        print(f"self-test: the shim is off here, so stock requests loaded the bundle {calls} times")
+        return True
+    print(
+        f"self-test: {delta.connections} connection(s) used shared contexts; "
+        f"{delta.contexts_built} context(s) built with {delta.ca_loads} CA load(s); stock "
+        f"requests would have made {calls}"
+    )
+    if delta.connections != calls or delta.ca_loads != 1:
+        reasons = dict(delta.step_aside_reasons) or "none recorded"
+        print(f"self-test: FAILED, the shim did not share as expected (step-asides: {reasons})")
+        return False
+    return True

@@ -1,0 +1,223 @@
+"""The command line's parser and dispatch: every argument is checked here, before any work
+(a benchmark can take minutes), then the subcommand's module runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .. import __version__
+from .output import program
+
+__all__ = ["main"]
+
+# Beyond these, a run would take hours or exhaust the machine's threads and sockets.
+MAX_CONCURRENCY = 2000
+MAX_REPEAT = 100
+MAX_SEQUENTIAL = 10_000
+
+
+def _positive_ints(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
+    if any(not 1 <= v <= MAX_CONCURRENCY for v in values):
+        raise argparse.ArgumentTypeError(f"need integers from 1 to {MAX_CONCURRENCY}, got {text!r}")
+    return values
+
+
+def _int_between(low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"need an integer from {low} to {high}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=program(),
+        description="requests without a CA bundle load per connection: measure it, check it.",
+    )
+    parser.add_argument("--version", action="version", version=f"requests-fastssl {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    bench = commands.add_parser(
+        "bench",
+        help="requests.get() from N threads and N times in a row, stock vs shim vs floor, "
+        "on an embedded HTTPS server",
+        description="Each variant runs in fresh interpreters, interleaved, after a warm-up. "
+        "Results go to stdout, progress to stderr; exit 1 if any request failed, 130 on Ctrl-C "
+        "(with the table of what finished).",
+    )
+    bench.add_argument(
+        "--concurrency",
+        type=_positive_ints,
+        default=[30],
+        metavar="N[,N...]",
+        help="threads per run, one or a list such as 1,30,100,300 (default 30)",
+    )
+    bench.add_argument(
+        "--sequential",
+        type=_int_between(0, MAX_SEQUENTIAL),
+        default=20,
+        metavar="N",
+        help="also one thread making N requests in a row, a fresh Session each, as a "
+        "script's loop does (default 20; 0: not run)",
+    )
+    bench.add_argument(
+        "--repeat",
+        type=_int_between(1, MAX_REPEAT),
+        default=5,
+        metavar="R",
+        help="timed repetitions per variant, after one warm-up (default 5)",
+    )
+    bench.add_argument(
+        "--url",
+        help="run against this HTTPS URL instead (sends real traffic to it; one request "
+        "checks it first); the verify rows trust --ca, else what requests would use for "
+        "verify=True (REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, else certifi)",
+    )
+    bench.add_argument(
+        "--ca",
+        metavar="FILE",
+        help="with --url: the CA bundle (PEM file) the verify rows trust, e.g. a private CA",
+    )
+    bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    doctor = commands.add_parser(
+        "doctor",
+        help="versions, activation modes, the trust source and its cost, and a self-test",
+        description="Exit 1 when the shim is not active, the trust source cannot be loaded, "
+        "the self-test fails, or the --url request raises.",
+    )
+    doctor.add_argument(
+        "--no-self-test",
+        action="store_true",
+        help="skip the real requests against an embedded HTTPS server on 127.0.0.1",
+    )
+    doctor.add_argument(
+        "--url",
+        metavar="URL",
+        help="instead of the self-test, make one GET to this https:// URL (a new connection; "
+        "proxies from the environment apply, as in requests) and say whether it used a "
+        "shared context, and if not, why",
+    )
+    doctor.add_argument(
+        "--verify",
+        metavar="true|false|PATH",
+        help="requests' verify (default true; a CA bundle file or directory): the trust "
+        "source whose load is measured, and with --url the request's",
+    )
+    doctor.add_argument(
+        "--cert", metavar="FILE", help="with --url: a client certificate (PEM, maybe with its key)"
+    )
+    doctor.add_argument("--key", metavar="FILE", help="with --url and --cert: its private key")
+    run = commands.add_parser(
+        "run",
+        help="run a command with the shim active in it and in the Python processes it starts",
+        usage=f"{program()} run [--report] -- CMD [ARGS...]",
+    )
+    run.add_argument(
+        "--report",
+        action="store_true",
+        help="each Python process using requests prints the shim's counters to stderr when "
+        "it exits (REQUESTS_FASTSSL_REPORT=1 in its environment)",
+    )
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="the command, after --")
+    return parser
+
+
+def _check_json_target(parser: argparse.ArgumentParser, path: str) -> None:
+    """Fail now, not after the run, where the JSON could not be written: a directory, a
+    link to nowhere, a full device, a folder without write access."""
+    if os.path.isdir(path):
+        parser.error(f"--json: {path!r} is a directory")
+    existed = os.path.lexists(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        try:
+            os.write(fd, b"")  # a device that refuses writes (/dev/full) says so here
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        parser.error(f"--json: cannot write to {path!r}: {exc.strerror or exc}")
+    if not existed:
+        os.unlink(path)  # created only to try: the run writes it
+
+
+def _check_url(parser: argparse.ArgumentParser, option: str, url: str) -> None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        parser.error(f"{option}: need an https:// URL with a host, got {url!r}")
+
+
+def _doctor_request(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> dict[str, Any] | None:
+    """doctor's --url request as requests.get() keyword arguments, or None; checked first."""
+    verify: Any = True
+    if args.verify is not None:
+        lowered = args.verify.lower()
+        if lowered in ("true", "false"):
+            verify = lowered == "true"
+        elif os.path.exists(args.verify):
+            verify = args.verify
+        else:
+            parser.error(f"--verify: need true, false or an existing path, got {args.verify!r}")
+    args.verify_value = verify
+    if args.url is None:
+        for name in ("cert", "key"):
+            if getattr(args, name) is not None:
+                parser.error(f"--{name}: only with --url")
+        return None
+    _check_url(parser, "--url", args.url)
+    cert: Any = None
+    if args.key is not None and args.cert is None:
+        parser.error("--key: only with --cert")
+    for name in ("cert", "key"):
+        path = getattr(args, name)
+        if path is not None and not os.path.isfile(path):
+            parser.error(f"--{name}: no such file: {path!r}")
+    if args.cert is not None:
+        cert = args.cert if args.key is None else (args.cert, args.key)
+    return {"url": args.url, "verify": verify, "cert": cert}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        if args.json:
+            _check_json_target(parser, args.json)
+        if args.url:
+            _check_url(parser, "--url", args.url)
+        if args.ca is not None:
+            if not args.url:
+                parser.error("--ca: only with --url (the embedded server brings its own CA)")
+            if not os.path.isfile(args.ca):
+                parser.error(f"--ca: no such file: {args.ca!r}")
+        from .bench import bench
+
+        return bench(args)
+    if args.command == "run":
+        from .run import run
+
+        return run(args.argv, report=args.report)
+    request = _doctor_request(parser, args)
+    from .doctor import doctor
+
+    return doctor(
+        verify=args.verify_value,
+        self_test=not args.no_self_test and request is None,
+        request=request,
+    )

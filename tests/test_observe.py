@@ -1,0 +1,147 @@
+"""What the shim tells an operator: the log switch, the first step-aside per reason, the
+at-exit report, and ``Stats`` as a readable line. Each case runs in a fresh interpreter:
+the switch is read at activation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import PKI, ROOT, TRUST_ENV, ServerFactory, run_python
+
+import requests_fastssl
+from _requests_fastssl._status import Stats
+
+pytestmark = pytest.mark.subprocess
+
+# Three new connections trusting a CA directory (left to stock), then three trusting a file.
+_REQUESTS = """
+import requests{activation}
+for verify in ({directory!r},) * 3 + ({bundle!r},) * 3:
+    try:
+        requests.get({url!r}, verify=verify)
+    except requests.RequestException:
+        pass
+"""
+
+
+def _run(code: str, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    full = {k: v for k, v in os.environ.items() if k not in TRUST_ENV and "FASTSSL" not in k}
+    full.update(env)
+    return subprocess.run(
+        [*argv, sys.executable, "-c", code] if argv else [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+@pytest.mark.urllib3_2
+@pytest.mark.parametrize("mode", ["import", "install", "run"])
+@pytest.mark.parametrize("level", ["info", "debug", "INFO"])
+def test_log_switch_shows_activation_and_each_reason_once(
+    pki: PKI, make_server: ServerFactory, tmp_path: Path, mode: str, level: str
+) -> None:
+    server = make_server()
+    activation = {
+        "import": "\nimport requests_fastssl",
+        "install": "\nimport requests_fastssl as f; f.uninstall(); f.install()",
+        "run": "",
+    }[mode]
+    code = _REQUESTS.format(
+        activation=activation, directory=str(tmp_path), bundle=pki.bundle, url=server.url
+    )
+    runner = (sys.executable, "-m", "requests_fastssl", "run", "--") if mode == "run" else ()
+    proc = _run(code, {"REQUESTS_FASTSSL_LOG": level}, *runner)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    active = [line for line in lines if "requests_fastssl: active in pid" in line]
+    # Once per activation: "install" activates at the import, then again after uninstall().
+    assert len(active) == (2 if mode == "install" else 1), lines
+    assert active[0].startswith("INFO requests_fastssl: active in pid ")
+    assert "wrapped urllib3.connection._ssl_wrap_socket_and_match_hostname" in active[0]
+    aside = [line for line in lines if "left to stock requests (ca-directory)" in line]
+    assert len(aside) == 1, lines  # three connections, one line
+    assert "a CA directory costs stock little per connection" in aside[0]  # what to do
+    assert not [line for line in lines if line.startswith("DEBUG")] or level == "debug"
+
+
+@pytest.mark.urllib3_2
+def test_without_the_switch_the_shim_says_nothing(
+    pki: PKI, make_server: ServerFactory, tmp_path: Path
+) -> None:
+    server = make_server()
+    code = _REQUESTS.format(
+        activation="\nimport requests_fastssl",
+        directory=str(tmp_path),
+        bundle=pki.bundle,
+        url=server.url,
+    )
+    proc = _run(code, {})
+    assert proc.returncode == 0
+    assert proc.stderr == ""
+
+
+def test_a_log_switch_value_not_understood_is_said_not_ignored() -> None:
+    proc = _run("import requests_fastssl", {"REQUESTS_FASTSSL_LOG": "loud"})
+    assert proc.returncode == 0
+    assert (
+        "requests_fastssl: REQUESTS_FASTSSL_LOG='loud' is not one of debug, info, warning; ignored"
+        in proc.stderr
+    )
+
+
+@pytest.mark.urllib3_2
+def test_report_switch_prints_the_counters_at_exit(pki: PKI, make_server: ServerFactory) -> None:
+    server = make_server()
+    code = f"import requests_fastssl, requests\nrequests.get({server.url!r}, verify={pki.bundle!r})"
+    on = _run(code, {"REQUESTS_FASTSSL_REPORT": "1"})
+    assert on.returncode == 0, on.stderr
+    assert "requests_fastssl report (pid " in on.stderr
+    assert "1 TLS connection used shared contexts" in on.stderr
+    off = _run(code, {"REQUESTS_FASTSSL_REPORT": "0"})
+    assert "requests_fastssl report" not in off.stderr
+
+
+def test_stats_print_as_one_readable_line() -> None:
+    stats = Stats(
+        contexts_built=1,
+        reuses=29,
+        ca_loads=1,
+        build_seconds=0.0201,
+        entries=1,
+        connections=30,
+        step_asides=3,
+        evictions=2,
+        step_aside_reasons={"ca-directory": 3},
+    )
+    assert str(stats) == (
+        "30 TLS connections used shared contexts (1 context built with 1 CA load in 20.1 ms, "
+        "1 held now); 29 loads avoided, about 0.58 s saved; 3 set-ups left to stock "
+        "(ca-directory 3); evictions 2"
+    )
+    assert repr(stats).startswith("Stats(contexts_built=1, ")  # every field, as before
+    assert str(Stats()).startswith("0 TLS connections used shared contexts")
+    assert "none left to stock" in str(Stats())
+
+
+def test_stats_since_refuses_what_is_not_stats() -> None:
+    with pytest.raises(TypeError, match="since\\(\\) takes an earlier Stats, not int"):
+        requests_fastssl.stats().since(3)  # type: ignore[arg-type]
+
+
+def test_activation_without_switches_imports_no_logging() -> None:
+    out = run_python(
+        """
+        import sys
+        import requests_fastssl
+        print("logging" in sys.modules)
+        """
+    )
+    assert out.strip() == "False"  # the start-up budget: no logging unless asked
