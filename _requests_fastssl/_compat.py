@@ -1,10 +1,8 @@
 """Which requests and urllib3 the shim can patch, and the one function it wraps in each.
 
-urllib3 2.x: ``urllib3.connection._ssl_wrap_socket_and_match_hostname``, if it takes exactly
-the inputs the policy keys (``_policy.INPUTS``); a urllib3 whose set-up takes others is left
-stock, since an input the key does not see could change the context. urllib3 1.26 builds a
-context per connection object inside ``HTTPSConnection.connect``, where no single call
-holds the inputs; its ``ssl_wrap_socket`` is wrapped only to count those connections.
+urllib3 2.x: ``_ssl_wrap_socket_and_match_hostname``, only if it takes exactly ``_policy.INPUTS``
+(an input the key does not see could change the context). urllib3 1.26 has no single call
+holding the inputs: its ``ssl_wrap_socket`` is wrapped only to count those connections.
 """
 
 from __future__ import annotations
@@ -20,11 +18,7 @@ MIN_REQUESTS = (2, 32, 3)
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split(".")[:3]:
-        digits = "".join(c for c in piece if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in text.split(".")[:3])
 
 
 def unsupported_reason(adapters: types.ModuleType) -> str | None:
@@ -66,7 +60,6 @@ def unsupported_reason(adapters: types.ModuleType) -> str | None:
 
 def hook() -> tuple[types.ModuleType, str, Any]:
     """(owner, attribute, wrapper) of the one function to wrap."""
-    import urllib3
     import urllib3.connection
 
     from . import _hook

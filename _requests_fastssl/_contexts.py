@@ -1,13 +1,9 @@
-"""Building a shared context as urllib3 2.x would build it, and freezing it.
+"""Building a shared context as urllib3 2.x's set-up would from the same inputs, and freezing it.
 
-``build()`` runs, on a fresh context from urllib3's own factory, the steps urllib3's set-up
-takes with the same inputs (``_ssl_wrap_socket_and_match_hostname`` and ``ssl_wrap_socket``):
-the factory call, ``verify_mode``, ``check_hostname``, the system store where no CA is given,
-the CA load, the client certificate, ALPN. The context then becomes a ``FrozenContext``: the
-same object, whose every setter accepts only the value it already has (a no-op: urllib3
-repeats its ``verify_mode`` and ``check_hostname`` writes, and ALPN, on every connection)
-and whose loaders raise ``FrozenContextError``. Nothing that reaches a shared context through
-a socket (``sock.context``) can change trust or identity for other connections.
+A ``FrozenContext`` is the same object with setters that accept only the value it has (urllib3
+repeats its ``verify_mode``, ``check_hostname`` and ALPN writes on every connection) and loaders
+that raise ``FrozenContextError``: nothing reaching it through a socket (``sock.context``) can
+change trust or identity for other connections.
 """
 
 from __future__ import annotations
@@ -82,8 +78,7 @@ def _frozen_namespace() -> dict[str, Any]:
         return list(_ALPN.get(self, ()))
 
     namespace.update(__setattr__=__setattr__, __delattr__=__delattr__, __alpn__=__alpn__)
-    namespace["__module__"] = __name__
-    namespace["__qualname__"] = "FrozenContext"
+    namespace.update(__module__=__name__, __qualname__="FrozenContext")
     namespace["__doc__"] = "An SSLContext shared between connections: no setting changes."
     return namespace
 
@@ -91,20 +86,15 @@ def _frozen_namespace() -> dict[str, Any]:
 FrozenContext: type[ssl.SSLContext] = type("FrozenContext", (GENUINE_CONTEXT,), _frozen_namespace())
 # The ALPN list each frozen context was built with (SSLContext cannot report it).
 _ALPN: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
-
-
 _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n(.+?)-----END CERTIFICATE-----", re.S)
 
 
 def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
-    """Whether the CA load put in ``ctx`` what the check read: the file could hold other
-    contents only while OpenSSL read it (written through a shared mapping and back), which
-    no check before or after could see. The store must hold as many certificates as the
-    bytes do, and every CA certificate in it must be one of theirs. A file with other blocks
-    (CRLs, TRUSTED CERTIFICATE) cannot be compared so: its build fails, and is remembered."""
+    """Whether the CA load put in ``ctx`` what the check read: the file could hold other contents
+    only while OpenSSL read it (written through a shared mapping and back), unseen by any check.
+    A file with other blocks (CRLs, TRUSTED CERTIFICATE) cannot be compared so: its build fails
+    lastingly, remembered while its bytes are unchanged, not rebuilt on every connection."""
     if check.contents.count(b"-----BEGIN ") != check.contents.count(b"-----BEGIN CERTIFICATE-----"):
-        # Always so for these bytes: a lasting failure, remembered while they are unchanged,
-        # not a rebuild on every connection.
         raise ssl.SSLError(f"{check.path}: blocks other than certificates; left to stock")
     try:
         ders = {binascii.a2b_base64(body) for body in _PEM_CERT.findall(check.contents)}
@@ -125,8 +115,7 @@ def build(
     ca_check: FileCheck | None,
     checks: tuple[FileCheck, ...] = (),
 ) -> ssl.SSLContext:
-    """A frozen context made as urllib3's set-up makes one for ``inputs`` (raises what the
-    set-up would raise; the caller then leaves the connection to stock)."""
+    """A frozen context made as urllib3's set-up makes one for ``inputs`` (raises as it would)."""
     cert_reqs = connection.resolve_cert_reqs(inputs["cert_reqs"])
     ctx: ssl.SSLContext = connection.create_urllib3_context(
         ssl_version=connection.resolve_ssl_version(inputs["ssl_version"]),
@@ -160,10 +149,7 @@ def build(
         # OpenSSL would ask for the passphrase (on the terminal), as stock does per connection.
         raise ssl.SSLError("an encrypted key without a password: left to stock")
     if cert_file:
-        if password is None:
-            ctx.load_cert_chain(cert_file, key_file)
-        else:
-            ctx.load_cert_chain(cert_file, key_file, password)
+        ctx.load_cert_chain(cert_file, key_file, *(() if password is None else (password,)))
     alpn = list(ssl_.ALPN_PROTOCOLS)
     ctx.set_alpn_protocols(alpn)
     # urllib3 reads this from a context it is given (and decides itself for one it made):

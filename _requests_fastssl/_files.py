@@ -1,17 +1,12 @@
 """What a shared context read from each file, and whether reading it now gives the same.
 
-Stock reads the CA file (and the client certificate and key) on every new connection, so a
-shared context is only the same as stock's while those files still hold what it read. Every
-new connection checks: a stat (identity: device, inode, size, both timestamps), then the
-file read and compared byte for byte. Timestamps alone prove nothing (a coarse clock gives
-two writes one timestamp; a write through a shared mapping moves none), and reading is what
-fails when stock's load would fail on an unchanged file (privileges dropped, no descriptors
-left). About 25 microseconds for certifi's bundle; loading it costs tens of milliseconds.
-
-Only ``os.stat``, ``os.open``, ``os.read`` and ``os.close`` touch the file: the system calls
-OpenSSL's own load makes (Python's ``open()`` adds an ioctl and an lseek, which a seccomp
-allow-list recorded from a stock run would refuse). Anything they raise, an audit hook's
-refusal included, means "cannot tell": the caller leaves the connection to stock.
+A shared context equals stock's (which reads the CA file, client certificate and key on every
+new connection) only while those files hold what it read, so each new connection stats them
+and compares their bytes (about 25 us for certifi's bundle; a load takes tens of ms): stat
+misses a coarse clock's or a shared mapping's writes, and a read fails where stock's would
+(privileges dropped, no descriptors left). Only ``os.stat``/``open``/``read``/``close`` touch
+the file, as in OpenSSL's load (``open()`` adds an ioctl and an lseek, which a seccomp
+allow-list from stock refuses); whatever they raise, audit hooks included, means "stock".
 """
 
 from __future__ import annotations
@@ -45,10 +40,9 @@ def _read(path: str) -> bytes:
 
 
 def _same(path: str, expected: bytes) -> bool:
-    """One read for a bundle up to ``_MOST`` (one byte more than expected shows growth):
-    each system call releases the GIL, and under 300 threads taking it back costs more than
-    the read. Larger files in pieces of that size, so that 300 connections at once never
-    hold 300 copies of a large bundle."""
+    """One read up to ``_MOST`` (one byte more than expected shows growth): each system call
+    releases the GIL, and under 300 threads taking it back costs more than the read. Larger
+    files in pieces, so that 300 connections never hold 300 copies of a large bundle."""
     fd = os.open(path, os.O_RDONLY)  # (the flags OpenSSL's fopen("r") uses)
     try:
         offset, size = 0, len(expected)
@@ -76,9 +70,7 @@ class FileCheck:
     __slots__ = ("contents", "identity", "path")
 
     def __init__(self, path: str, identity: tuple[int, ...], contents: bytes) -> None:
-        self.path = path
-        self.identity = identity
-        self.contents = contents
+        self.path, self.identity, self.contents = path, identity, contents
 
     def unchanged(self) -> bool:
         """Whether the file still holds what was read (False if that cannot be told)."""
@@ -91,9 +83,8 @@ class FileCheck:
 
 
 def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
-    """A check for each file, read now; None if any is not a regular, readable file (stock
-    then reads it itself: a pipe must be read once, by stock, and a missing file fails with
-    stock's own error)."""
+    """A check for each file, read now; None if any is not a regular, readable file (stock then
+    reads it: a pipe must be read once, and a missing file fails with stock's own error)."""
     checks = []
     try:
         for path in paths:

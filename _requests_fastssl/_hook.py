@@ -1,13 +1,8 @@
 """The point of use: the wrapper on urllib3 2.x's ``_ssl_wrap_socket_and_match_hostname``.
 
-urllib3 calls that function for every new TLS connection (a pool's, and both legs through
-an HTTPS proxy) with every input of the set-up as a keyword argument. The wrapper asks the
-policy for the key of those very inputs; if there is a shared context for it (its files
-unchanged at this moment), urllib3's own function runs with that context given and the load
-inputs (CA file and data, client certificate, key, password) left out, since the context
-holds them already: what remains of the set-up is urllib3's own code, whose writes to the
-context (``verify_mode``, ``check_hostname``, ALPN) are the values it already has. Otherwise
-the call goes to urllib3 untouched. Keep-alive requests never reach it.
+urllib3 calls it for every new TLS connection (not keep-alive requests; both proxy legs), every
+set-up input by keyword. With a shared context for those inputs, urllib3's own function runs
+given it, minus the load inputs it holds already; else the call goes to urllib3 untouched.
 """
 
 from __future__ import annotations
@@ -23,9 +18,8 @@ from ._state import STATE
 __all__ = ["set_up_wrapper", "shared_context", "urllib3_1_wrapper"]
 
 _log = logging.getLogger("requests_fastssl")
-# What a bug of ours raises: such a connection goes to stock. Anything else (MemoryError,
-# RecursionError, KeyboardInterrupt, an exception a signal handler raised) propagates, as
-# it would have from stock's own code at that moment.
+# What a bug of ours raises: that connection goes to stock. Anything else (MemoryError,
+# KeyboardInterrupt, a signal handler's exception) propagates, as from stock's own code.
 _BUGS = (AttributeError, LookupError, OSError, RuntimeError, TypeError, ValueError)
 # The inputs the shared context already holds: urllib3 must not load them again.
 _LOADED = dict.fromkeys(
@@ -34,8 +28,7 @@ _LOADED = dict.fromkeys(
 
 
 def shared_context(inputs: dict[str, Any]) -> Any:
-    """The shared context for these set-up inputs, or the Reason to leave them to stock.
-    Raises nothing of its own (see ``_BUGS``)."""
+    """The shared context for these inputs, or the Reason for stock; never raises ``_BUGS``."""
     settings = STATE.settings
     if settings is None:
         return Reason.INTERNAL_ERROR

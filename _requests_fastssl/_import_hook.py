@@ -1,8 +1,7 @@
 """The ``sys.meta_path`` entry that patches requests right after ``requests.adapters`` ran.
 
-wrapt's post-import hooks would do the same, but importing wrapt alone costs more than the
-whole start-up budget of a program that never uses requests. Like ``_install``, this module
-imports nothing the interpreter has not already loaded.
+Not wrapt's post-import hooks: importing wrapt (or anything the interpreter has not loaded
+already) costs more than the whole start-up budget of a program that never uses requests.
 """
 
 from __future__ import annotations
@@ -49,8 +48,7 @@ class _CallbackLoader:
     """Runs the real loader, puts it back on the module, then calls the callback."""
 
     def __init__(self, loader: Any, callback: Callable[[ModuleType], None]) -> None:
-        self._loader = loader
-        self._callback = callback
+        self._loader, self._callback = loader, callback
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)

@@ -1,12 +1,8 @@
 """``install()``, ``uninstall()``, ``status()``, ``stats()``, ``clear()`` and the kill switch.
 
-Importing this module imports nothing the interpreter has not already loaded (``sys``,
-``os``, ``_thread``), so activating the shim at start-up costs next to nothing in programs
-that never use requests. wrapt, requests and ssl are imported only when the application
-imports ``requests.adapters`` (``_import_hook`` notices that import and calls back here).
-
-One re-entrant lock (``_state.LOCK``) serialises every state change, including the patching
-done from the import hook. The wrapper never takes it: it reads ``STATE.active``.
+Imports only what the interpreter has loaded already (start-up activation must cost nothing
+where requests is never used). ``_state.LOCK`` serialises every state change, the import
+hook's patching included; the wrapper never takes it (it reads ``STATE.active``).
 """
 
 from __future__ import annotations
@@ -19,8 +15,7 @@ from ._errors import UnsupportedVersionError
 from ._state import LOCK as _lock
 from ._state import STATE
 
-# Not typing.TYPE_CHECKING: importing typing alone costs more than our start-up budget.
-# Type checkers treat any constant of this name as true.
+# Not typing.TYPE_CHECKING: importing typing costs more than our start-up budget.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import ModuleType
@@ -32,7 +27,6 @@ __all__ = ["STATE", "activate", "clear", "install", "stats", "status", "uninstal
 
 ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
 _FALSE_WORDS = ("", "0", "false", "no", "off")
-_TARGET_MODULE = _import_hook.TARGET
 
 
 def _logger() -> Any:
@@ -49,11 +43,8 @@ def _debug(message: str, *args: Any) -> None:
 
 
 def disabled_by_env() -> str | None:
-    """The kill switch's value if it disables the shim, else None.
-
-    Any value but empty, 0, false, no or off disables: an operator who set the variable
-    to something we do not recognise meant to turn the shim off.
-    """
+    """The kill switch's value if it disables the shim, else None. Any value but empty, 0,
+    false, no or off disables: an operator who set it to something unknown meant "off"."""
     value = os.environ.get(ENV_DISABLE)
     if value is None or value.strip().lower() in _FALSE_WORDS:
         return None
@@ -63,19 +54,16 @@ def disabled_by_env() -> str | None:
 def install(*, strict: bool = False, max_contexts: int | None = None) -> Status:
     """Install the shim (idempotent, thread-safe); returns the resulting status.
 
-    Nothing TLS-related happens here. If ``requests.adapters`` is imported already it is
-    patched now, otherwise as soon as it is imported. ``strict=True`` raises
-    ``UnsupportedVersionError`` instead of logging a warning when the requests/urllib3 in
-    use cannot be patched safely (only detectable once requests is imported).
-    ``max_contexts`` bounds the number of shared contexts kept (default 64, LRU).
+    Patches ``requests.adapters`` now if imported, else once it is. ``strict=True`` raises
+    ``UnsupportedVersionError`` instead of warning when the requests/urllib3 in use cannot be
+    patched safely. ``max_contexts`` bounds the shared contexts kept (default 64, LRU).
     """
     activate(strict=strict, max_contexts=max_contexts)
     return status()
 
 
 def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
-    """``install()`` without building its return value: start-up paths use this, because
-    the Status type's module imports enum and typing, which cost more than the rest."""
+    """``install()`` minus its Status, whose module (enum, typing) would dominate start-up."""
     if not isinstance(strict, bool):
         raise TypeError(f"strict must be a bool, not {type(strict).__name__}")
     if max_contexts is not None and (
@@ -97,9 +85,12 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
                 STATE.phase, STATE.reason = "disabled", f"{ENV_DISABLE}={switch}"
                 _debug("requests_fastssl: %s=%s, not installing", ENV_DISABLE, switch)
             return
+        if STATE.veto is not None:
+            STATE.phase, STATE.reason = "disabled", STATE.veto
+            return
         STATE.wanted, STATE.strict = True, strict
         if not STATE.active:
-            adapters = sys.modules.get(_TARGET_MODULE)
+            adapters = sys.modules.get(_import_hook.TARGET)
             if adapters is None:
                 _import_hook.add(_on_adapters_imported)
                 STATE.phase, STATE.reason = "pending", "waiting for requests to be imported"
@@ -113,7 +104,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
     if wait_for_import:
         import importlib
 
-        adapters = importlib.import_module(_TARGET_MODULE)  # blocks until that import ends
+        adapters = importlib.import_module(_import_hook.TARGET)  # blocks until that import ends
         with _lock:
             if STATE.wanted and not STATE.active:
                 _activate(adapters)
@@ -122,16 +113,11 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
 
 
 def uninstall() -> Status:
-    """Restore requests' original functions (idempotent, thread-safe).
-
-    Only our wrapt layers are removed; wrappers other libraries put on the same functions,
-    above or below ours, stay. Should a non-wrapt layer sit on top of ours (one that
-    captured it with getattr), ours cannot be spliced out: it stays in place, inactive,
-    and requests behaves as stock. Cached contexts are dropped.
-    """
+    """Restore requests' original functions (idempotent, thread-safe); drops cached contexts.
+    Only our wrapt layers go; under a non-wrapt layer (one that captured ours with getattr)
+    ours cannot be spliced out: it stays, inactive. Other libraries' wrappers stay."""
     with _lock:
-        STATE.wanted = False
-        STATE.active = False
+        STATE.wanted = STATE.active = False
         _import_hook.remove()
         if STATE.handles:
             import wrapt
@@ -145,14 +131,14 @@ def uninstall() -> Status:
                     kept.append((owner, name, handle))
             STATE.handles = kept
         STATE.phase, STATE.reason = "not-installed", ""
+        if STATE.veto is not None:
+            STATE.phase, STATE.reason = "disabled", STATE.veto
         if STATE.handles:
             STATE.reason = "inactive wrappers left under other layers"
         owned = sys.modules.get("_requests_fastssl._owned")
         if owned is not None:
             owned.forget_all()
-        registry = sys.modules.get("_requests_fastssl._registry")
-        if registry is not None:
-            registry.REGISTRY.clear()
+        clear()
     return status()
 
 
@@ -215,8 +201,7 @@ def _activate(adapters: ModuleType) -> None:
 
 
 def _on_adapters_imported(module: ModuleType) -> None:
-    """Called by the import hook right after requests.adapters ran. Never raises:
-    a failure here must not break the application's ``import requests``."""
+    """The import hook's callback. Never raises: the program's ``import requests`` must not."""
     try:
         with _lock:
             _import_hook.remove()

@@ -1,7 +1,6 @@
-"""What the shim tells an operator: ``REQUESTS_FASTSSL_LOG`` (the shim's log to stderr at a
-level), one line at activation, one the first time each step-aside reason occurs with what
-to do about it, and ``REQUESTS_FASTSSL_REPORT`` (the counters at exit, printed by the CLI's
-``report``). Read at activation, so every activation mode honours both."""
+"""What the shim tells an operator, read at activation so every activation mode honours it:
+``REQUESTS_FASTSSL_LOG`` (the shim's log to stderr at a level: activation, and the first
+step-aside per reason with what to do), ``REQUESTS_FASTSSL_REPORT`` (counters at exit)."""
 
 from __future__ import annotations
 
@@ -14,17 +13,11 @@ if TYPE_CHECKING:
 
     from ._policy import Reason
 
-__all__ = ["ENV_LOG", "ENV_REPORT", "activated", "configure_from_env", "first_step_aside"]
-
-ENV_LOG = "REQUESTS_FASTSSL_LOG"
-ENV_REPORT = "REQUESTS_FASTSSL_REPORT"
+ENV_LOG, ENV_REPORT = "REQUESTS_FASTSSL_LOG", "REQUESTS_FASTSSL_REPORT"
 _LEVELS = {"debug": 10, "info": 20, "warning": 30}
-_FALSE_WORDS = ("", "0", "false", "no", "off")
-_configured: list[Any] = []  # our handler, once
-_report_registered: list[bool] = []
+_done: set[str] = set()  # what configure_from_env did once per process
 
-# What a user can do when a connection is left to stock, by reason code; reasons not named
-# here need nothing (stock's path is the right one, and usually as fast).
+# What a user can do, by reason code; a reason not named needs nothing.
 ADVICE = {
     "own-context": "nothing to do: the shim still avoids re-loading that context's CA file",
     "ca-directory": "a CA directory costs stock little per connection; a bundle file shares",
@@ -50,34 +43,28 @@ def _logger() -> Any:
 
 
 def configure_from_env() -> None:
-    """Attach a stderr handler at the level ``REQUESTS_FASTSSL_LOG`` names (once per
-    process); register the at-exit report if ``REQUESTS_FASTSSL_REPORT`` is on. Costs one
-    environment lookup each when neither is set (start-up activation calls this)."""
-    value = os.environ.get(ENV_LOG)
-    if value is not None and value.strip() and not _configured:
+    """One environment lookup each when neither switch is set (start-up calls this)."""
+    value = os.environ.get(ENV_LOG, "").strip()
+    if value and "log" not in _done:
+        _done.add("log")
         import logging
 
-        logger = _logger()
-        level = _LEVELS.get(value.strip().lower())
+        level = _LEVELS.get(value.lower())
         if level is None:
-            logger.warning(
-                "requests_fastssl: %s=%r is not one of debug, info, warning; ignored",
-                ENV_LOG,
-                value,
-            )
+            msg = "requests_fastssl: %s=%r is not one of debug, info, warning; ignored"
+            _logger().warning(msg, ENV_LOG, value)
         else:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+            logger = _logger()
             logger.addHandler(handler)
             logger.setLevel(level)
             logger.propagate = False  # the switch sends it to stderr, once, not twice
-            _configured.append(handler)
-    report = os.environ.get(ENV_REPORT)
-    on = report is not None and report.strip().lower() not in _FALSE_WORDS
-    if on and not _report_registered:
+    report = os.environ.get(ENV_REPORT, "").strip().lower()
+    if report not in ("", "0", "false", "no", "off") and "report" not in _done:
+        _done.add("report")
         import atexit
 
-        _report_registered.append(True)
         atexit.register(_report)
 
 
@@ -89,21 +76,14 @@ def _report() -> None:
 
 def activated(wrapped: str) -> None:
     """The one line at activation (INFO)."""
-    if "logging" not in sys.modules:  # nobody configured a handler without importing it
-        return
-    logger = _logger()
-    if logger.isEnabledFor(20):
+    if "logging" in sys.modules and _logger().isEnabledFor(20):
         import ssl
         from importlib.metadata import version
 
-        logger.info(
+        _logger().info(
             "requests_fastssl: active in pid %d: wrapped urllib3.connection.%s "
             "(requests %s, urllib3 %s, %s)",
-            os.getpid(),
-            wrapped,
-            version("requests"),
-            version("urllib3"),
-            ssl.OPENSSL_VERSION,
+            *(os.getpid(), wrapped, version("requests"), version("urllib3"), ssl.OPENSSL_VERSION),
         )
 
 
@@ -113,7 +93,5 @@ def first_step_aside(reason: Reason) -> None:
     _logger().info(
         "requests_fastssl: a connection was left to stock requests (%s): %s%s "
         "(logged once per reason; stats().step_aside_reasons counts them)",
-        reason.code,
-        reason.text,
-        f"; {advice}" if advice else "",
+        *(reason.code, reason.text, f"; {advice}" if advice else ""),
     )

@@ -1,22 +1,12 @@
-"""The registry: key -> shared context, built once per key, LRU-bounded, with counters.
+"""Key -> shared context: built once per key, LRU-bounded, counted; blind to requests/urllib3.
 
-It knows nothing about requests or urllib3: callers hand it a key, the files to check and a
-build function. Threads asking for a key being built wait for that build, and never
-without a bound (``WAIT_SECONDS``); a thread never waits on a build its own stack is running
-(a signal handler or a hook making a request inside the first load): it goes to stock.
-
-It holds no lock of its own: every change to its tables is one dictionary operation, which
-the interpreter makes whole, so an exception raised at whatever bytecode (a signal
-handler's, ``KeyboardInterrupt``, one a trace hook injects) leaves no lock held and no table
-half-changed. The only thing that can outlive an interrupted build is its flight: the
-builder releases it first thing, and a flight that is released or older than the bound is
-replaced by the next request. A failed build is remembered only while the files it read
-are unchanged: a fixed file heals on the next request.
-
-After ``os.fork()`` the child gets a fresh lock and no builds in flight (their threads
-stayed in the parent), keeps every context that was complete before the fork (what makes
-prefork servers cheap), and drops every context another thread was in a handshake with at
-the fork: OpenSSL may hold a lock inside it.
+Waits for a build are bounded (``WAIT_SECONDS``), and none is on a build the waiter's own stack
+runs (a signal handler or hook requesting inside the first load): that goes to stock. No lock:
+each table change is one dictionary operation, which the interpreter makes whole, so an
+exception at any bytecode leaves no lock held and no table half-changed; only a flight can
+outlive its build, and a released or too old one is replaced. A failed build is remembered only
+while its files are unchanged. A forked child keeps its contexts (prefork servers' gain), except
+any another thread was in a handshake with (OpenSSL may hold a lock in them), and no flights.
 """
 
 from __future__ import annotations
@@ -42,6 +32,9 @@ DEFAULT_MAX_CONTEXTS = 64
 WAIT_SECONDS = 5.0
 _log = logging.getLogger("requests_fastssl")
 Build = Callable[[tuple[FileCheck, ...]], Any]
+_COUNTERS = tuple(
+    name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")
+)
 
 
 class _Token:
@@ -51,9 +44,8 @@ class _Token:
 
 
 class _Flight:
-    """One build under way. Its lock is held until the builder's token dies; the release is
-    the token's weakref callback, the lock's own C ``__exit__``, so no Python code of ours
-    has to run for it (an exception at any bytecode could skip that code)."""
+    """One build under way, its lock held until the builder's token dies: the release is the
+    lock's C ``__exit__`` as the token's weakref callback: no Python code an exception can skip."""
 
     __slots__ = ("alive", "lock", "owner", "result", "started")
 
@@ -73,8 +65,7 @@ class Registry:
     def __init__(self, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
         self._entries: OrderedDict[Hashable, tuple[Any, tuple[FileCheck, ...]]] = OrderedDict()
         self._flights: dict[Hashable, _Flight] = {}
-        # Builds that failed, with the files they read: while those are unchanged, the same
-        # build would fail again, so the connection goes straight to stock.
+        # Failed builds' files: while unchanged, the build would fail again (straight to stock).
         self._failed: OrderedDict[Hashable, tuple[FileCheck, ...]] = OrderedDict()
         self._busy: dict[int, int] = {}  # id(context) -> handshakes under way with it
         self._max = max_contexts
@@ -84,7 +75,7 @@ class Registry:
         self._build_seconds = 0.0
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
-            os.register_at_fork(after_in_child=lambda: _after_fork(ref))
+            os.register_at_fork(after_in_child=lambda: _after_fork(ref()))
 
     def get(self, key: Hashable, paths: tuple[str, ...], build: Build) -> Any:
         """The context for ``key`` (its files unchanged), built if missing, else a Reason."""
@@ -172,11 +163,8 @@ class Registry:
         except RecursionError:  # (a RuntimeError)
             raise
         except (OSError, ValueError, TypeError, RuntimeError) as exc:
-            # What a load raises (ssl.SSLError is an OSError). Anything else, MemoryError,
-            # RecursionError or an exception a signal handler raised, propagates as it would
-            # from stock's own load.
-            # Expected for a malformed file or a wrong password: stock raises its own error
-            # for the same connection, so ours is only worth a debug line.
+            # What a load raises (ssl.SSLError is an OSError; anything else propagates as from
+            # stock's). Stock raises its own error for this connection: ours is a debug line.
             _log.debug("requests_fastssl: building a context failed (%r); stock handles it", exc)
             self.count("build_failures")
             if checks:  # (with no file to watch, a failure could never be found healed)
@@ -195,9 +183,8 @@ class Registry:
         self._evict()
         return ctx
 
-    # Counts: `d[k] += 1` on a dict with str keys runs no Python code and reaches no point
-    # where the interpreter switches threads, so no increment is lost to a race; one
-    # interrupted by an exception is simply not made.
+    # Counts: `d[k] += 1` on a str-keyed dict runs no Python code and never switches threads,
+    # so no increment is lost to a race; one interrupted by an exception is simply not made.
 
     def enter(self, ctx: Any) -> None:
         """A handshake with ``ctx`` starts (see the fork rule)."""
@@ -234,23 +221,14 @@ class Registry:
         reasons = dict(sorted(self._reasons.copy().items()))
         return Stats(**counts, build_seconds=self._build_seconds, step_aside_reasons=reasons)
 
-    def _after_fork_in_child(self) -> None:
-        self._flights = {}
-        busy, self._busy = self._busy, {}
-        for key, (ctx, _checks) in list(self._entries.items()):
-            if id(ctx) in busy:
-                del self._entries[key]
 
-
-_COUNTERS = tuple(
-    name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")
-)
-
-
-def _after_fork(ref: weakref.ref[Registry]) -> None:
-    registry = ref()
+def _after_fork(registry: Registry | None) -> None:
     if registry is not None:
-        registry._after_fork_in_child()
+        registry._flights = {}
+        busy, registry._busy = registry._busy, {}
+        for key, (ctx, _checks) in list(registry._entries.items()):
+            if id(ctx) in busy:
+                del registry._entries[key]
 
 
 REGISTRY = Registry()

@@ -29,6 +29,7 @@ class _State:
         "reason",
         "settings",
         "strict",
+        "veto",
         "wanted",
         "warned",
     )
@@ -44,6 +45,9 @@ class _State:
         self.max_contexts: int | None = None
         self.settings: Settings | None = None  # urllib3's modules, read at each set-up
         self.warned = False
+        # Who turned the shim off for good (pytest's --no-fastssl): install() and imports do
+        # nothing while it is set, as under the kill switch.
+        self.veto: str | None = None
 
 
 STATE = _State()

@@ -32,19 +32,14 @@ class Status(NamedTuple):
 class Stats(NamedTuple):
     """Counters of the context registry since the process started (``clear()`` keeps them).
 
-    ``contexts_built``: shared contexts built and published, each one CA load
-    (``ca_loads``); ``build_seconds``: the time those builds took; ``entries``: contexts
-    held now; ``evictions``: contexts dropped by the LRU bound; ``connections``: TLS
-    connections set up with a shared context, each one a CA load (or, for
-    ``verify=False``, a system-store load) stock would have done; ``reuses``: set-ups that
-    found a context already built; ``discards``: contexts dropped because a file they read
-    changed; ``build_failures``: builds that failed or saw a file change (those connections
-    went to stock and saw stock's errors); ``failures_skipped``: set-ups sent straight to
-    stock because the same files failed to build before and have not changed (no CA load
-    paid to find that out again); ``owned_loads_avoided``: connections given their own
-    context that left out loading a CA file that context already held; ``step_asides``:
-    connection set-ups left to stock, and ``step_aside_reasons`` the same by reason
-    (``Reason`` codes, docs/design.md).
+    ``contexts_built``: contexts built, each one CA load (``ca_loads``), in ``build_seconds``;
+    ``entries``: held now; ``evictions``: dropped by the LRU bound; ``connections``: TLS set-ups
+    with a shared context, each a load stock would have done; ``reuses``: set-ups that found a
+    context built; ``discards``: contexts dropped as a file they read changed;
+    ``build_failures``: builds that failed or saw a file change (those connections saw stock's
+    errors); ``failures_skipped``: set-ups sent to stock as the same unchanged files failed to
+    build before; ``owned_loads_avoided``: CA loads left out of a given context that held the
+    file already; ``step_asides``: set-ups left to stock, by ``Reason`` in ``step_aside_reasons``.
     """
 
     contexts_built: int = 0

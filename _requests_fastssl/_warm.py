@@ -1,15 +1,9 @@
 """``warm()``: build at start-up the shared context a later request will use.
 
-A process's first HTTPS request pays the CA load; a server that forks workers pays it once
-per worker. Warming runs what a request runs up to the connection (requests' own pool
-lookup and ``cert_verify``, on a throwaway adapter, then the pool's own connection object),
-and hands the inputs that connection would give urllib3's set-up to the same decision a
-connection makes, so the context it leaves is the one a later request finds. Contexts
-complete before a fork are used by the child (``_registry``), which is what makes a warming
-master's workers load nothing.
-
-``REQUESTS_FASTSSL_WARM=1`` warms ``verify=True`` whenever the shim becomes active, that is
-when the program imports requests, never earlier.
+It runs what a request runs up to the connection (requests' pool lookup and ``cert_verify`` on
+a throwaway adapter, the pool's connection object) and hands those set-up inputs to the same
+decision, so a later request finds its context; a forking master's workers then load nothing.
+``REQUESTS_FASTSSL_WARM=1`` warms ``verify=True`` once requests is imported, never earlier.
 """
 
 from __future__ import annotations
@@ -29,15 +23,13 @@ _URL = "https://requests-fastssl.invalid/"
 
 
 def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> bool:
-    """Build now the shared context that ``requests.get(url, verify=verify, cert=cert)``
-    would use for an HTTPS URL; returns whether one is ready.
+    """Build now the shared context ``requests.get(url, verify=verify, cert=cert)`` would use
+    for an HTTPS URL; returns whether one is ready. Imports requests if not yet imported.
 
-    ``verify`` and ``cert`` take what requests takes. With ``trust_env`` (requests'
-    default) ``verify=True`` means ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` when set, as
-    in a Session. Bad settings raise the error the request would raise (a missing bundle:
-    ``OSError``). False: the shim is not active, or steps aside for these settings
-    (``stats().step_aside_reasons`` says why); requests then works as stock. Imports
-    requests if the program has not yet.
+    ``verify`` and ``cert`` take what requests takes; with ``trust_env`` (requests' default)
+    ``verify=True`` means ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` when set, as in a Session.
+    Bad settings raise what the request would (a missing bundle: ``OSError``). False: the shim
+    is not active, or steps aside here (``stats().step_aside_reasons`` says why).
     """
     import importlib
 
@@ -47,7 +39,7 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
     from requests.models import PreparedRequest
 
     from ._hook import shared_context
-    from ._policy import Reason
+    from ._policy import INPUTS, Reason
 
     if not STATE.active:
         return False
@@ -61,7 +53,8 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         pool = adapter.get_connection_with_tls_context(request, verify, None, cert)
         adapter.cert_verify(pool, _URL, verify, cert)
         conn = pool._new_conn()  # (makes no connection)
-        inputs = {name: getattr(conn, name, None) for name in _INPUTS}
+        names = INPUTS - {"sock", "server_hostname", "tls_in_tls"}  # (no socket yet; host below)
+        inputs = {name: getattr(conn, name, None) for name in names}
         inputs["server_hostname"] = conn.host
         ctx = shared_context(inputs)
         if ctx is Reason.NOT_A_FILE or ctx is Reason.BUILD_FAILED:
@@ -75,13 +68,6 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         return True
     finally:
         adapter.close()
-
-
-_INPUTS = (
-    "cert_reqs", "ssl_version", "ssl_minimum_version", "ssl_maximum_version", "cert_file",
-    "key_file", "key_password", "ca_certs", "ca_cert_dir", "ca_cert_data", "assert_hostname",
-    "assert_fingerprint", "ssl_context",
-)  # fmt: skip
 
 
 def _stock_error(inputs: dict[str, Any]) -> None:
@@ -104,9 +90,8 @@ def _stock_error(inputs: dict[str, Any]) -> None:
 
 
 def warm_from_env() -> None:
-    """Warm ``verify=True`` if ``REQUESTS_FASTSSL_WARM`` asks for it. Never raises: this
-    runs inside the program's ``import requests``, which must not fail because of us; a
-    failure is logged, and the first request then raises its stock error itself."""
+    """Warm ``verify=True`` if ``REQUESTS_FASTSSL_WARM`` asks. Never raises (this runs inside the
+    program's ``import requests``): a failure is logged; the first request raises it as stock."""
     value = os.environ.get(ENV_WARM)
     if value is None or value.strip().lower() in _OFF:
         return

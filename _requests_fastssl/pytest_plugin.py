@@ -1,14 +1,11 @@
-"""pytest plugin ``requests_fastssl``: the ``fastssl`` fixture, ``--fastssl`` / ``--no-fastssl``
-and the ini option ``fastssl``.
+"""pytest plugin ``requests_fastssl``: the ``fastssl`` fixture and marker, ``--fastssl`` /
+``--no-fastssl`` and the ini option ``fastssl``. Loading it installs nothing and imports
+neither requests, nor ssl, nor wrapt.
 
-pytest loads this module in every run of an environment that has the package, so loading it
-does nothing: it installs nothing and imports neither requests, nor ssl, nor wrapt.
-
-Precedence, highest first (REQUESTS_FASTSSL_DISABLE=1 beats all of them):
-  1. the ``fastssl`` fixture: the shim is on for that test, whatever the session says;
-  2. ``--fastssl`` / ``--no-fastssl`` on the command line: on / off for the session;
-  3. ``fastssl = true`` in the ini file: on for the session;
-  4. otherwise off, and pytest runs exactly as without the plugin.
+Precedence, highest first (docs/usage.md has the table, tests/test_pytest_plugin.py runs it):
+REQUESTS_FASTSSL_DISABLE; ``--no-fastssl``, final (imports, ``install()``, the fixture and
+the marker change nothing); ``--fastssl``; ``fastssl = false`` in the ini file, final too, or
+``true``; the fixture or marker, on for one test; otherwise pytest runs as without the plugin.
 """
 
 from __future__ import annotations
@@ -28,12 +25,15 @@ if TYPE_CHECKING:
 __all__ = ["FastSSL"]
 
 _SESSION = pytest.StashKey["_Session"]()
+VETO = "off for this pytest session (--no-fastssl or fastssl = false)"
 
 
 @dataclass
 class _Session:
     installed_here: bool  # the session switched the shim on (and so switches it off)
     baseline: Stats
+    vetoed: bool = False  # the session switched it off for good (and lifts that at the end)
+    was_wanted: bool = False  # installed before the session turned it off
 
 
 class FastSSL:
@@ -67,38 +67,51 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--no-fastssl",
         action="store_false",
         dest="fastssl",
-        help="leave requests stock for the session, whatever the ini file says",
+        help="requests stays stock for the whole session, whatever else asks (final)",
     )
     parser.addini(
-        "fastssl", type="bool", default=False, help="requests-fastssl on for the whole session"
+        "fastssl",
+        type="bool",
+        default=None,  # not set: neither on nor off
+        help="requests-fastssl on (true) or off, finally (false), for the whole session",
     )
-
-
-def _wanted() -> bool:
-    return _install.STATE.wanted
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "fastssl: the requests-fastssl shim on for this test (or module, class)"
+    )
     choice = config.getoption("fastssl")
+    if choice is None and config.getini("fastssl") is not None:
+        choice = bool(config.getini("fastssl"))
     if choice is None:
-        choice = config.getini("fastssl")
-    if choice:
-        was_wanted, baseline = _wanted(), _install.stats()
+        return  # nothing asked: not even the registry (it imports ssl) is loaded
+    was_wanted, baseline = _install.STATE.wanted, _install.stats()
+    if choice is False:
+        if was_wanted:
+            _install.uninstall()  # (activated at start-up, before pytest)
+        _install.STATE.veto = VETO
+        _install.STATE.phase, _install.STATE.reason = "disabled", VETO
+        config.stash[_SESSION] = _Session(False, baseline, vetoed=True, was_wanted=was_wanted)
+    elif choice:
         _install.activate()
-        config.stash[_SESSION] = _Session(
-            installed_here=_wanted() and not was_wanted, baseline=baseline
-        )
+        config.stash[_SESSION] = _Session(_install.STATE.wanted and not was_wanted, baseline)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(_SESSION, None)
     if session is not None and session.installed_here:
         _install.uninstall()  # restore only what we changed
+    if session is not None and session.vetoed:
+        _install.STATE.veto = None
+        _install.uninstall()
+        if session.was_wanted:
+            _install.activate()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     session = terminalreporter.config.stash.get(_SESSION, None)
-    if session is None:
+    if session is None or session.vetoed:
         return
     status = _install.status()
     if status.state.value != "active":
@@ -111,22 +124,36 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     )
 
 
-@pytest.fixture
-def fastssl() -> Iterator[FastSSL]:
-    """The shim on for this test, with an empty cache; the previous state is restored after.
-
-    With REQUESTS_FASTSSL_DISABLE set the shim stays off (``status()`` says so).
-    """
-    was_wanted = _wanted()
+@contextlib.contextmanager
+def _on_for_one_test() -> Iterator[FastSSL]:
+    was_wanted = _install.STATE.wanted
     _install.activate()
-    installed_here = _wanted() and not was_wanted  # False under the kill switch
-    # A test asking for the shim uses requests: have it patched now, not at first use.
-    # Without requests installed the state stays "pending".
+    installed_here = _install.STATE.wanted and not was_wanted  # not under a switch or veto
+    # A test asking for the shim uses requests: patched now, not at first use (without
+    # requests installed the state stays "pending").
     with contextlib.suppress(ImportError):
         import requests.adapters  # noqa: F401
     _install.clear()
     try:
         yield FastSSL()
     finally:
-        if installed_here:  # undo only what this fixture did
+        if installed_here:  # undo only what this test's request did
             _install.uninstall()
+
+
+@pytest.fixture
+def fastssl() -> Iterator[FastSSL]:
+    """The shim on for this test, with an empty cache; the previous state is restored after.
+    Under REQUESTS_FASTSSL_DISABLE or the session's off switch it stays off (``status()``)."""
+    with _on_for_one_test() as view:
+        yield view
+
+
+@pytest.fixture(autouse=True)
+def _fastssl_marker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The ``fastssl`` marker: what the fixture does, for a marked test, class or module."""
+    if request.node.get_closest_marker("fastssl") is None:
+        yield
+        return
+    with _on_for_one_test():
+        yield

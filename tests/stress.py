@@ -19,7 +19,9 @@ proxy. The stock outcome is a function of the case, so:
    server saw) is recorded;
 2. load: with the shim installed, ``--threads`` threads draw cases at random (seeded),
    half of them with ``Connection: close`` (a new connection each), and compare every
-   outcome with the oracle, while a chaos thread empties and resizes the registry.
+   outcome with the oracle, while a chaos thread empties and resizes the registry,
+   flips the shim off and on, rewrites the bundles, forks, and interrupts requests at random
+   lines (each interrupted thread's retry must match the oracle).
 
 A *bypass* is a request that succeeded where stock failed, or a verifying request with
 the default adapter that got an answer from a server its trust does not cover. The HTTPS

@@ -86,6 +86,7 @@ def test_import_requests_fastssl_loads_only_its_own_small_modules() -> None:
             "_requests_fastssl._errors",
             "_requests_fastssl._import_hook",
             "_requests_fastssl._install",
+            "_requests_fastssl._observe",
             "_requests_fastssl._state",
             "requests_fastssl",
         ]
@@ -178,7 +179,7 @@ def test_run_without_our_package_in_the_target_interpreter(tmp_path: Path) -> No
     [
         ([], 2, "nothing to run"),
         (["--"], 2, "nothing to run"),
-        (["--", "no-such-command-anywhere"], 127, "command not found: no-such-command-anywhere"),
+        (["--", "no-such-command-anywhere"], 127, "no-such-command-anywhere: command not found"),
     ],
 )
 def test_run_refuses_bad_input(args: list[str], code: int, message: str) -> None:

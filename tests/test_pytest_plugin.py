@@ -12,6 +12,7 @@ import sys
 import pytest
 
 INNER = """
+import pytest
 import requests  # as any test module that uses requests does
 from _requests_fastssl import _install
 
@@ -25,63 +26,116 @@ def test_with_fixture(fastssl):
     print(f"\\nFIXTURE={state()}")
     assert fastssl.stats().contexts_built == 0
 
+@pytest.mark.fastssl
+def test_marked():
+    print(f"\\nMARKED={state()}")
+
 def test_after_the_fixture():
     print(f"\\nAFTER={state()}")
 """
 
+# A test module that imports the package to look at status(): the import installs the shim,
+# as it does anywhere, unless the session turned the shim off.
+IMPORTER = """
+import requests_fastssl
+
+def test_status():
+    print(f"\\nIMPORTED={requests_fastssl.status().state.value}")
+"""
+
 pytestmark = pytest.mark.subprocess  # every test here starts a fresh interpreter
+
+KEYS = ("PLAIN", "FIXTURE", "MARKED", "AFTER", "IMPORTED")
 
 
 def states(result: pytest.RunResult) -> dict[str, str]:
     out = {}
     for line in result.outlines:
-        for key in ("PLAIN", "FIXTURE", "AFTER"):
+        for key in KEYS:
             if line.startswith(f"{key}="):
                 out[key] = line.split("=", 1)[1]
     return out
 
 
+def row(
+    plain: str, fixture: str, marked: str, after: str, imported: str | None = None
+) -> dict[str, str]:
+    got = {"PLAIN": plain, "FIXTURE": fixture, "MARKED": marked, "AFTER": after}
+    if imported is not None:
+        got["IMPORTED"] = imported
+    return got
+
+
+OFF, ON, NONE = "disabled", "active", "not-installed"
+
+
 @pytest.mark.parametrize(
-    ("ini", "args", "env", "expected"),
+    ("ini", "args", "env", "importer", "expected"),
     [
-        # nothing asked: pytest runs as without the plugin; the fixture still works
-        (None, [], {}, {"PLAIN": "not-installed", "FIXTURE": "active", "AFTER": "not-installed"}),
-        ("true", [], {}, {"PLAIN": "active", "FIXTURE": "active", "AFTER": "active"}),
-        ("false", ["--fastssl"], {}, {"PLAIN": "active", "FIXTURE": "active", "AFTER": "active"}),
-        (None, ["--fastssl"], {}, {"PLAIN": "active", "FIXTURE": "active", "AFTER": "active"}),
-        # --no-fastssl wins over the ini option; the fixture wins over both, for its test
-        (
-            "true",
-            ["--no-fastssl"],
-            {},
-            {"PLAIN": "not-installed", "FIXTURE": "active", "AFTER": "not-installed"},
-        ),
+        # nothing asked: pytest runs as without the plugin; the fixture and marker still work
+        (None, [], {}, False, row(NONE, ON, ON, NONE)),
+        ("true", [], {}, False, row(ON, ON, ON, ON)),
+        ("false", ["--fastssl"], {}, False, row(ON, ON, ON, ON)),
+        (None, ["--fastssl"], {}, False, row(ON, ON, ON, ON)),
+        # off is final: over the ini option, the fixture, the marker and an import
+        ("true", ["--no-fastssl"], {}, False, row(OFF, OFF, OFF, OFF)),
+        ("false", [], {}, False, row(OFF, OFF, OFF, OFF)),
+        (None, ["--no-fastssl"], {}, True, row(OFF, OFF, OFF, OFF, OFF)),
+        ("false", [], {}, True, row(OFF, OFF, OFF, OFF, OFF)),
+        # not asked: an imported package installs, as it does without pytest
+        (None, [], {}, True, row(ON, ON, ON, ON, ON)),
         # the kill switch wins over everything
-        (
-            "true",
-            ["--fastssl"],
-            {"REQUESTS_FASTSSL_DISABLE": "1"},
-            {"PLAIN": "disabled", "FIXTURE": "disabled", "AFTER": "disabled"},
-        ),
+        ("true", ["--fastssl"], {"REQUESTS_FASTSSL_DISABLE": "1"}, True, row(*[OFF] * 5)),
     ],
-    ids=["default", "ini", "flag-over-ini-false", "flag", "no-flag-over-ini", "kill-switch"],
-)
+    ids=[
+        "default", "ini", "flag-over-ini-false", "flag", "no-flag-over-ini", "ini-false",
+        "no-flag-over-import", "ini-false-over-import", "import-unasked", "kill-switch",
+    ],
+)  # fmt: skip
 def test_precedence(
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     ini: str | None,
     args: list[str],
     env: dict[str, str],
+    importer: bool,
     expected: dict[str, str],
 ) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     if ini is not None:
         pytester.makeini(f"[pytest]\nfastssl = {ini}\n")
-    pytester.makepyfile(test_inner=INNER)
+    files = {"test_inner": INNER}
+    if importer:
+        files["test_importer"] = IMPORTER  # collected, so imported, before test_inner runs
+    pytester.makepyfile(**files)
     result = pytester.runpytest_subprocess("-s", "-p", "no:randomly", *args)
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=5 if importer else 4)
     assert states(result) == expected
+
+
+def test_the_marker_on_a_module_turns_the_shim_on_for_its_tests_only(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_a_marked="""
+        import pytest
+        from _requests_fastssl import _install
+        pytestmark = pytest.mark.fastssl
+
+        def test_one():
+            print(f"\\nMARKED={_install.status().state.value}")
+        """,
+        test_b_plain="""
+        from _requests_fastssl import _install
+
+        def test_two():
+            print(f"\\nPLAIN={_install.status().state.value}")
+        """,
+    )
+    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly", "--strict-markers")
+    result.assert_outcomes(passed=2)
+    assert states(result) == {"MARKED": ON, "PLAIN": NONE}
 
 
 def test_loading_the_plugin_imports_nothing_heavy(

@@ -57,8 +57,12 @@ def test_differential_stress_matches_stock(args: tuple[str, ...]) -> None:
     stats = report["shim_stats"]
     assert stats["reuses"] > 100
     assert stats["connections"] > 100
-    # ... and uninstalled and reinstalled it, replaced the bundles and forked children.
-    assert set(report["chaos"]) == {"clear", "flip", "rewrite", "shrink", "fork", "grow"}
+    # ... and uninstalled and reinstalled it, replaced the bundles, forked children and
+    # interrupted requests at random lines (each interrupted thread's retry checked).
+    assert set(report["chaos"]) == {
+        "clear", "flip", "rewrite", "shrink", "fork", "grow", "interrupt",
+    }  # fmt: skip
+    assert sum(report["interrupts"].values()) == report["chaos"]["interrupt"]
     # Children that hung inside OpenSSL after a fork are stock's hazard too (tools/
     # fork_hazard.py); they are reported, and most forks must still have been checked.
     assert report["openssl_fork_hangs"] < report["chaos"]["fork"] / 2

@@ -1,11 +1,8 @@
-"""Start-up hook of ``python -m requests_fastssl run``. Not a module to import yourself.
+"""Start-up hook of ``python -m requests_fastssl run``; not a module to import yourself.
 
-``run`` puts this directory first on PYTHONPATH, so every Python process the command starts
-(and the Python processes those start, which inherit the variable) imports this file as
-``sitecustomize`` at start-up. It installs the shim, which costs about a millisecond until
-requests is imported, then runs the ``sitecustomize`` this file hides, if the interpreter has
-one, so a user's own start-up code still runs. Nothing here may break start-up: failures are
-logged and swallowed. ``REQUESTS_FASTSSL_DISABLE=1`` still wins (``install()`` honours it).
+Every Python process the command starts imports it as ``sitecustomize`` (via PYTHONPATH): it
+activates the shim, then runs the ``sitecustomize`` it hides, if any, so a user's own start-up
+code still runs. Nothing here may break start-up: failures are logged and swallowed.
 """
 
 import os

@@ -64,4 +64,5 @@ def certificates(source: str) -> str:
     if os.path.isdir(source):
         return f"{len(os.listdir(source))} entries"
     with open(source, "rb") as f:
-        return f"{f.read().count(b'-----BEGIN CERTIFICATE-----')} certificates"
+        count = f.read().count(b"-----BEGIN CERTIFICATE-----")
+    return f"{count} certificate{'' if count == 1 else 's'}"

@@ -1,0 +1,123 @@
+"""The package as a user gets it: built into a wheel and an sdist that twine accepts,
+installed quietly (from the wheel, the source tree, a git URL) into a fresh virtual
+environment, where it works. Needs the package index (the fresh environment installs
+requests, urllib3, certifi and wrapt from it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import ROOT, TRUST_ENV
+
+pytestmark = [pytest.mark.index, pytest.mark.subprocess]
+
+# pip's own chatter that has nothing to do with the package (a newer pip exists; a find-links
+# location of this machine's configuration that does not exist).
+_PIP_NOISE = ("[notice]", "WARNING: Location ")
+
+
+def _quiet(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = (proc.stdout + proc.stderr).splitlines()
+    return [line for line in lines if line.strip() and not line.startswith(_PIP_NOISE)]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV and "FASTSSL" not in k}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    source = tmp_path_factory.mktemp("src") / "tree"
+    # A copy of the tracked files: the build must not depend on what this checkout holds
+    # besides them (a build/ folder, caches).
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        target = source / os.fsdecode(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / os.fsdecode(name), target)
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Package would be ignored" not in proc.stdout + proc.stderr
+    return out
+
+
+def test_build_makes_a_wheel_and_an_sdist_twine_accepts(dist: Path) -> None:
+    wheels, sdists = list(dist.glob("*.whl")), list(dist.glob("*.tar.gz"))
+    assert len(wheels) == 1
+    assert len(sdists) == 1
+    check = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, wheels + sdists)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.count("PASSED") == 2
+
+
+@pytest.mark.parametrize("source", ["wheel", "path", "git"])
+def test_a_fresh_venv_installs_it_quietly_and_it_works(
+    dist: Path, tmp_path: Path, source: str
+) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    target = {
+        "wheel": str(next(dist.glob("*.whl"))),
+        "path": str(ROOT),
+        "git": f"git+file://{ROOT}",
+    }[source]
+    if source == "git" and shutil.which("git") is None:
+        pytest.fail("git is needed for a git URL install")
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "-q", target],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
+    assert _quiet(install) == []  # nothing at -q: no setuptools warning, no chatter
+    doctor = subprocess.run(
+        [python, "-m", "requests_fastssl", "doctor"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,  # not the checkout: the installed package only
+        timeout=120,
+    )
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "shim in this process: active" in doctor.stdout
+    # trustme is not a run-time dependency: the self-test says what to install, by a name
+    # that exists on the package index.
+    assert "self-test: not run, it needs trustme: pip install trustme" in doctor.stdout
+    assert "requests-fastssl[" not in doctor.stdout + doctor.stderr
+    bench = subprocess.run(
+        [python, "-m", "requests_fastssl", "bench", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert bench.returncode == 1
+    assert "needs trustme for a throw-away certificate authority: pip install trustme" in (
+        bench.stderr
+    )
+    assert "Traceback" not in bench.stderr
