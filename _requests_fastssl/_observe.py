@@ -77,21 +77,28 @@ def _report() -> None:
 def activated(wrapped: str) -> None:
     """The one line at activation (INFO)."""
     if "logging" in sys.modules and _logger().isEnabledFor(20):
+        import contextlib
         import ssl
         from importlib.metadata import version
 
-        _logger().info(
-            "requests_fastssl: active in pid %d: wrapped urllib3.connection.%s "
-            "(requests %s, urllib3 %s, %s)",
-            *(os.getpid(), wrapped, version("requests"), version("urllib3"), ssl.OPENSSL_VERSION),
-        )
+        said = (os.getpid(), wrapped, version("requests"), version("urllib3"), ssl.OPENSSL_VERSION)
+        with contextlib.suppress(Exception):  # (as below: never a failed activation)
+            _logger().info(
+                "requests_fastssl: active in pid %d: wrapped urllib3.connection.%s "
+                "(requests %s, urllib3 %s, %s)",
+                *said,
+            )
 
 
 def first_step_aside(reason: Reason) -> None:
     """The first connection left to stock for ``reason`` in this process (INFO)."""
+    import contextlib
+
     advice = ADVICE.get(reason.code)
-    _logger().info(
-        "requests_fastssl: a connection was left to stock requests (%s): %s%s "
-        "(logged once per reason; stats().step_aside_reasons counts them)",
-        *(reason.code, reason.text, f"; {advice}" if advice else ""),
-    )
+    # An application's log filter may raise: never into the connection stock then makes.
+    with contextlib.suppress(Exception):
+        _logger().info(
+            "requests_fastssl: a connection was left to stock requests (%s): %s%s "
+            "(logged once per reason; stats().step_aside_reasons counts them)",
+            *(reason.code, reason.text, f"; {advice}" if advice else ""),
+        )

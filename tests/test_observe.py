@@ -145,3 +145,33 @@ def test_activation_without_switches_imports_no_logging() -> None:
         """
     )
     assert out.strip() == "False"  # the start-up budget: no logging unless asked
+
+
+@pytest.mark.urllib3_2
+def test_a_raising_log_filter_never_reaches_a_request(
+    pki: PKI, make_server: ServerFactory, tmp_path: Path
+) -> None:
+    """The shim's log lines are its own doing: an application filter that raises on them
+    must not turn a request's stock outcome into an error, nor keep the shim from activating."""
+    server = make_server()
+    code = f"""
+import logging, requests
+class Refuse(logging.Filter):
+    def filter(self, record):
+        raise RuntimeError("refused")
+logger = logging.getLogger("requests_fastssl")
+logger.addFilter(Refuse())
+logger.setLevel(logging.INFO)
+import requests_fastssl
+for verify in ({str(tmp_path)!r}, {pki.bundle!r}):
+    try:
+        print(requests.get({server.url!r}, verify=verify).status_code)
+    except Exception as exc:
+        print(type(exc).__name__)
+print(requests_fastssl.status().state.value)
+"""
+    shim = _run(code, {})
+    stock = _run(code, {"REQUESTS_FASTSSL_DISABLE": "1"})
+    assert shim.returncode == stock.returncode == 0, shim.stderr + stock.stderr
+    assert shim.stdout.splitlines()[:2] == stock.stdout.splitlines()[:2] == ["SSLError", "200"]
+    assert shim.stdout.splitlines()[2] == "active"
