@@ -175,3 +175,19 @@ print(requests_fastssl.status().state.value)
     assert shim.returncode == stock.returncode == 0, shim.stderr + stock.stderr
     assert shim.stdout.splitlines()[:2] == stock.stdout.splitlines()[:2] == ["SSLError", "200"]
     assert shim.stdout.splitlines()[2] == "active"
+
+
+@pytest.mark.urllib3_2
+def test_log_switch_at_warning_keeps_info_lines_out(
+    pki: PKI, make_server: ServerFactory, tmp_path: Path
+) -> None:
+    server = make_server()
+    code = _REQUESTS.format(
+        activation="\nimport requests_fastssl",
+        directory=str(tmp_path),
+        bundle=pki.bundle,
+        url=server.url,
+    )
+    proc = _run(code, {"REQUESTS_FASTSSL_LOG": "warning"})
+    assert proc.returncode == 0
+    assert proc.stderr == ""  # nothing went wrong, so nothing at WARNING

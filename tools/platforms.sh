@@ -62,11 +62,12 @@ run_leg() {
     for m in proc dev; do
         mountpoint -q "$root/$m" || { mount --bind "/$m" "$root/$m"; mounted+=("$root/$m"); }
     done
-    if [ ! -x "$root/usr/bin/$python" ] || ! chroot "$root" "$python" -c 'import ensurepip' 2>/dev/null; then
+    # git: the packaging test installs the project from a git URL of a repository it makes.
+    if [ ! -x "$root/usr/bin/$python" ] || [ ! -x "$root/usr/bin/git" ] || ! chroot "$root" "$python" -c 'import ensurepip' 2>/dev/null; then
         # Debian's archive snapshots can carry an expired Release date; the packages are signed.
         chroot "$root" apt-get -o Acquire::Check-Valid-Until=false update -qq >/dev/null
         chroot "$root" env DEBIAN_FRONTEND=noninteractive \
-            apt-get install -y -qq "$python" "$python-venv" >/dev/null
+            apt-get install -y -qq "$python" "$python-venv" git >/dev/null
     fi
     rm -rf "$root/src" && mkdir -p "$root/src" && git archive HEAD | tar -x -C "$root/src"
     if [ ! -x "$root$venv/bin/python" ]; then chroot "$root" "$python" -m venv "$venv"; fi
