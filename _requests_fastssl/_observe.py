@@ -1,6 +1,5 @@
-"""What the shim tells an operator, read at activation so every activation mode honours it:
-``REQUESTS_FASTSSL_LOG`` (the shim's log to stderr at a level: activation, and the first
-step-aside per reason with what to do), ``REQUESTS_FASTSSL_REPORT`` (counters at exit)."""
+"""What an operator sees, read at activation so every mode honours it: ``REQUESTS_FASTSSL_LOG``
+(our log on stderr), ``REQUESTS_FASTSSL_REPORT`` (counters at exit), and the log lines."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ _done: set[str] = set()  # what configure_from_env did once per process
 
 # What a user can do, by reason code; a reason not named needs nothing.
 ADVICE = {
-    "own-context": "nothing to do: the shim still avoids re-loading that context's CA file",
     "ca-directory": "a CA directory costs stock little per connection; a bundle file shares",
     "default-store": "pass verify=<a CA bundle file> (certifi.where()) to share",
     "context-class": "pyOpenSSL/truststore/a patched SSLContext class: the shim cannot help",
@@ -54,50 +52,56 @@ def configure_from_env() -> None:
             msg = "requests_fastssl: %s=%r is not one of debug, info, warning; ignored"
             _logger().warning(msg, ENV_LOG, value)
         else:
-            handler = logging.StreamHandler(sys.stderr)
+            handler, logger = logging.StreamHandler(sys.stderr), _logger()
             handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-            logger = _logger()
             logger.addHandler(handler)
             logger.setLevel(level)
             logger.propagate = False  # the switch sends it to stderr, once, not twice
+            _done.add("on")
     report = os.environ.get(ENV_REPORT, "").strip().lower()
     if report not in ("", "0", "false", "no", "off") and "report" not in _done:
         _done.add("report")
         import atexit
 
-        atexit.register(_report)
+        atexit.register(
+            lambda: __import__("_requests_fastssl.cli.report").cli.report.print_report()
+        )
 
 
-def _report() -> None:
-    from .cli.report import print_report
-
-    print_report()
+def _level() -> int:
+    """INFO with the switch on, else DEBUG: an application at INFO sees nothing it did not ask
+    for (stock requests says nothing there)."""
+    return 20 if "on" in _done else 10
 
 
 def activated(wrapped: str) -> None:
-    """The one line at activation (INFO)."""
-    if "logging" in sys.modules and _logger().isEnabledFor(20):
-        import contextlib
-        import ssl
-        from importlib.metadata import version
+    """The one line at activation; versions from the modules, not package metadata (a frozen
+    application has none, and reading it opens files stock never opens)."""
+    import contextlib
 
-        said = (os.getpid(), wrapped, version("requests"), version("urllib3"), ssl.OPENSSL_VERSION)
-        with contextlib.suppress(Exception):  # (as below: never a failed activation)
-            _logger().info(
+    with contextlib.suppress(Exception):  # (never a failed activation)
+        if "logging" in sys.modules and _logger().isEnabledFor(_level()):
+            import ssl
+
+            modules = ("requests.__version__", "urllib3")
+            versions = [getattr(sys.modules.get(m), "__version__", "?") for m in modules]
+            _logger().log(
+                _level(),
                 "requests_fastssl: active in pid %d: wrapped urllib3.connection.%s "
                 "(requests %s, urllib3 %s, %s)",
-                *said,
+                *(os.getpid(), wrapped, *versions, ssl.OPENSSL_VERSION),
             )
 
 
 def first_step_aside(reason: Reason) -> None:
-    """The first connection left to stock for ``reason`` in this process (INFO)."""
+    """The first connection left to stock for ``reason`` in this process."""
     import contextlib
 
     advice = ADVICE.get(reason.code)
     # An application's log filter may raise: never into the connection stock then makes.
     with contextlib.suppress(Exception):
-        _logger().info(
+        _logger().log(
+            _level(),
             "requests_fastssl: a connection was left to stock requests (%s): %s%s "
             "(logged once per reason; stats().step_aside_reasons counts them)",
             *(reason.code, reason.text, f"; {advice}" if advice else ""),

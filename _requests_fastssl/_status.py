@@ -68,17 +68,17 @@ class Stats(NamedTuple):
             f"in {self.build_seconds * 1000:.1f} ms, {self.entries} held now)",
             f"{n(self.loads_avoided, 'load')} avoided, about {self.seconds_saved:.2f} s saved",
         ]
-        if self.step_asides:
-            why = ", ".join(f"{code} {count}" for code, count in self.step_aside_reasons.items())
-            parts.append(f"{n(self.step_asides, 'set-up')} left to stock ({why})")
-        else:
-            parts.append("none left to stock")
-        extra = [
-            f"{name.replace('_', ' ')} {value}"
-            for name in ("build_failures", "failures_skipped", "discards", "evictions")
-            if (value := getattr(self, name))
-        ]
-        return "; ".join(parts + extra)
+        why = ", ".join(f"{code} {count}" for code, count in self.step_aside_reasons.items())
+        parts.append(
+            f"{n(self.step_asides, 'set-up')} left to stock ({why})"
+            if why
+            else "none left to stock"
+        )
+        for name in ("build_failures", "failures_skipped", "discards", "evictions"):
+            parts += (
+                [f"{name.replace('_', ' ')} {getattr(self, name)}"] if getattr(self, name) else []
+            )
+        return "; ".join(parts)
 
     @property
     def loads_avoided(self) -> int:

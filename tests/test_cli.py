@@ -431,3 +431,80 @@ def test_bench_url_is_probed_with_one_request_first() -> None:
         proc.stderr
     )
     assert "warm-up" not in proc.stderr  # no run started
+
+
+@pytest.mark.parametrize(
+    ("layout", "command", "status", "message"),
+    [
+        ("dir-in-path", "tool", 127, "tool: command not found"),  # bash skips directories
+        ("dangling-in-path", "tool", 127, "tool: command not found"),
+        ("noexec-in-path", "tool", 126, "tool: Permission denied"),
+        (None, "", 127, ": command not found"),
+        ("dangling-path", "./tool", 127, "./tool: No such file or directory"),
+    ],
+)
+def test_run_searches_path_as_bash_does(
+    tmp_path: Path, layout: str | None, command: str, status: int, message: str
+) -> None:
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if layout == "dir-in-path":
+        (bin_dir / "tool").mkdir()
+    elif layout == "dangling-in-path":
+        (bin_dir / "tool").symlink_to(tmp_path / "nowhere")
+    elif layout == "noexec-in-path":
+        (bin_dir / "tool").write_text("#!/bin/sh\n")
+    elif layout == "dangling-path":
+        (tmp_path / "tool").symlink_to(tmp_path / "nowhere")
+    path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "requests_fastssl", "run", "--", command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert proc.returncode == status, proc.stderr
+    assert proc.stderr.strip() == f"python -m requests_fastssl: error: {message}"
+
+
+def test_run_keeps_empty_pythonpath_entries(tmp_path: Path) -> None:
+    """An empty PYTHONPATH entry means the current directory: run must not drop it."""
+    import os
+
+    (tmp_path / "localmod.py").write_text("WHERE = 'here'\n")
+    script = "import localmod, sys; print(localmod.WHERE)"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}"}
+    argv = [sys.executable, "-m", "requests_fastssl", "run", "--", sys.executable, "-c", script]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "here"
+
+
+def test_bench_json_check_neither_opens_a_fifo_nor_creates_files(tmp_path: Path) -> None:
+    import argparse
+    import os
+    import threading
+
+    from _requests_fastssl.cli.main import _check_json_target
+
+    parser = argparse.ArgumentParser()
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    # No reader: opening it for writing would block for ever, and with a reader it would
+    # hand that reader an end of file before the results.
+    checked = threading.Thread(target=_check_json_target, args=(parser, str(fifo)), daemon=True)
+    checked.start()
+    checked.join(timeout=10)
+    assert not checked.is_alive()
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "target.json")  # dangling, its folder exists: fine, later
+    _check_json_target(parser, str(link))
+    assert not (tmp_path / "target.json").exists()  # nothing created by the check
+    kept = tmp_path / "kept.json"
+    kept.write_text("the user's data")
+    _check_json_target(parser, str(kept))
+    assert kept.read_text() == "the user's data"

@@ -191,3 +191,42 @@ def test_log_switch_at_warning_keeps_info_lines_out(
     proc = _run(code, {"REQUESTS_FASTSSL_LOG": "warning"})
     assert proc.returncode == 0
     assert proc.stderr == ""  # nothing went wrong, so nothing at WARNING
+
+
+@pytest.mark.urllib3_2
+def test_activation_reads_no_package_metadata(pki: PKI, make_server: ServerFactory) -> None:
+    """A frozen or vendored application has no package metadata, and an audit hook may refuse
+    opening it: the activation line takes versions from the modules, so neither matters."""
+    server = make_server()
+    code = f"""
+import sys
+def refuse(event, args):
+    if event == "open" and ".dist-info" in str(args[0]):
+        raise PermissionError("no metadata here")
+sys.addaudithook(refuse)
+import requests
+import requests_fastssl
+print(requests.get({server.url!r}, verify={pki.bundle!r}).status_code)
+print(requests_fastssl.status().state.value, requests_fastssl.stats().connections)
+"""
+    proc = _run(code, {"REQUESTS_FASTSSL_LOG": "info"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["200", "active", "1"]
+    assert "INFO requests_fastssl: active in pid" in proc.stderr
+    assert "(requests 2." in proc.stderr
+
+
+@pytest.mark.urllib3_2
+def test_an_application_logging_at_info_sees_nothing_of_ours_unasked(
+    pki: PKI, make_server: ServerFactory, tmp_path: Path
+) -> None:
+    server = make_server()
+    code = "import logging; logging.basicConfig(level=logging.INFO)\n" + _REQUESTS.format(
+        activation="\nimport requests_fastssl",
+        directory=str(tmp_path),
+        bundle=pki.bundle,
+        url=server.url,
+    )
+    shim = _run(code, {})
+    assert shim.returncode == 0
+    assert "requests_fastssl" not in shim.stderr  # our lines are DEBUG unless switched on

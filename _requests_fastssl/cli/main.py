@@ -136,21 +136,33 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_json_target(parser: argparse.ArgumentParser, path: str) -> None:
-    """Fail now, not after the run, where the JSON could not be written: a directory, a
-    link to nowhere, a full device, a folder without write access."""
+    """Fail now, not after the run, where the JSON could not be written: a directory, a link
+    to nowhere, a folder without write access, a device that refuses writes (/dev/full). A
+    FIFO is left unopened (opening it would block, or hand its reader an early end), and
+    nothing is created or changed here."""
+    import stat
+
     if os.path.isdir(path):
         parser.error(f"--json: {path!r} is a directory")
-    existed = os.path.lexists(path)
+    if not os.path.exists(path):  # (a new file, or a link to nowhere: its target's folder)
+        folder = os.path.dirname(os.path.realpath(path))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            parser.error(f"--json: cannot write to {path!r} (no such writable folder)")
+        return
+    mode = os.stat(path).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        if not os.access(path, os.W_OK):
+            parser.error(f"--json: cannot write to {path!r}: Permission denied")
+        return
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK
+        fd = os.open(path, flags)
         try:
             os.write(fd, b"")  # a device that refuses writes (/dev/full) says so here
         finally:
             os.close(fd)
     except OSError as exc:
         parser.error(f"--json: cannot write to {path!r}: {exc.strerror or exc}")
-    if not existed:
-        os.unlink(path)  # created only to try: the run writes it
 
 
 def _check_url(parser: argparse.ArgumentParser, option: str, url: str) -> None:

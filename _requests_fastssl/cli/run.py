@@ -18,28 +18,30 @@ def bootstrap_dir() -> str:
 
 
 def _resolve(name: str) -> tuple[str | None, int, str]:
-    """The file to exec for ``name``, or why not with a shell's exit status: 127 when there
-    is nothing of that name, 126 when there is but it cannot be run."""
-    if os.sep in name or (os.altsep and os.altsep in name):
-        candidates = [name]
-    else:
-        folders = os.environ.get("PATH", os.defpath).split(os.pathsep)
-        candidates = [os.path.join(folder or ".", name) for folder in folders]
-    found_unrunnable: tuple[int, str] | None = None
-    for path in candidates:
-        if not os.path.lexists(path):
+    """The file to exec for ``name``, or why not with the exit status bash gives: 127 when
+    there is nothing to run by that name, 126 when there is a file that cannot be run."""
+    if not name:
+        return None, 127, ": command not found"
+    if os.sep in name:  # a path: only that file
+        if not os.path.exists(name):  # (a dangling link too)
+            return None, 127, f"{name}: No such file or directory"
+        if os.path.isdir(name):
+            return None, 126, f"{name}: Is a directory"
+        if not os.access(name, os.X_OK):
+            return None, 126, f"{name}: Permission denied"
+        return name, 0, ""
+    # The PATH search skips directories and links to nowhere; a file found but not
+    # executable is remembered, as bash does, for "Permission denied" if nothing better.
+    unrunnable = None
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if not os.path.isfile(path):
             continue
-        if os.path.isdir(path):
-            found_unrunnable = found_unrunnable or (126, f"{name}: Is a directory")
-            continue
-        if not os.access(path, os.X_OK):
-            found_unrunnable = found_unrunnable or (126, f"{name}: Permission denied")
-            continue
-        return path, 0, ""
-    if found_unrunnable is not None:
-        return None, *found_unrunnable
-    if os.sep in name:
-        return None, 127, f"{name}: No such file or directory"
+        if os.access(path, os.X_OK):
+            return path, 0, ""
+        unrunnable = unrunnable or path
+    if unrunnable is not None:
+        return None, 126, f"{name}: Permission denied"
     return None, 127, f"{name}: command not found"
 
 
@@ -55,8 +57,10 @@ def run(command: list[str], *, report: bool = False) -> int:
         return status
     env = os.environ.copy()
     here = bootstrap_dir()
-    entries = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]
-    env["PYTHONPATH"] = os.pathsep.join([here, *entries])  # once, however deeply nested
+    # Empty entries stay: they mean the current directory. Ours goes first, once.
+    given = env.get("PYTHONPATH", "")
+    entries = [p for p in given.split(os.pathsep) if p != here] if given else []
+    env["PYTHONPATH"] = os.pathsep.join([here, *entries])
     if report:
         env["REQUESTS_FASTSSL_REPORT"] = "1"
     try:
