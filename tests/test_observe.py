@@ -27,6 +27,16 @@ for verify in ({directory!r},) * 3 + ({bundle!r},) * 3:
 """
 
 
+def _requests(
+    pki: PKI, server: object, directory: Path, activation: str = "\nimport requests_fastssl"
+) -> str:
+    """The program above, for this server, CA bundle and (empty) CA directory."""
+    url: str = server.url  # type: ignore[attr-defined]
+    return _REQUESTS.format(
+        activation=activation, directory=str(directory), bundle=pki.bundle, url=url
+    )
+
+
 def _run(code: str, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     import os
 
@@ -54,9 +64,7 @@ def test_log_switch_shows_activation_and_each_reason_once(
         "install": "\nimport requests_fastssl as f; f.uninstall(); f.install()",
         "run": "",
     }[mode]
-    code = _REQUESTS.format(
-        activation=activation, directory=str(tmp_path), bundle=pki.bundle, url=server.url
-    )
+    code = _requests(pki, server, tmp_path, activation)
     runner = (sys.executable, "-m", "requests_fastssl", "run", "--") if mode == "run" else ()
     proc = _run(code, {"REQUESTS_FASTSSL_LOG": level}, *runner)
     assert proc.returncode == 0, proc.stderr
@@ -73,19 +81,13 @@ def test_log_switch_shows_activation_and_each_reason_once(
 
 
 @pytest.mark.urllib3_2
-def test_without_the_switch_the_shim_says_nothing(
-    pki: PKI, make_server: ServerFactory, tmp_path: Path
+@pytest.mark.parametrize("env", [{}, {"REQUESTS_FASTSSL_LOG": "warning"}], ids=["off", "warning"])
+def test_without_the_switch_or_at_warning_the_shim_says_nothing(
+    pki: PKI, make_server: ServerFactory, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    server = make_server()
-    code = _REQUESTS.format(
-        activation="\nimport requests_fastssl",
-        directory=str(tmp_path),
-        bundle=pki.bundle,
-        url=server.url,
-    )
-    proc = _run(code, {})
+    proc = _run(_requests(pki, make_server(), tmp_path), env)
     assert proc.returncode == 0
-    assert proc.stderr == ""
+    assert proc.stderr == ""  # nothing went wrong, so nothing at WARNING
 
 
 def test_a_log_switch_value_not_understood_is_said_not_ignored() -> None:
@@ -178,22 +180,6 @@ print(requests_fastssl.status().state.value)
 
 
 @pytest.mark.urllib3_2
-def test_log_switch_at_warning_keeps_info_lines_out(
-    pki: PKI, make_server: ServerFactory, tmp_path: Path
-) -> None:
-    server = make_server()
-    code = _REQUESTS.format(
-        activation="\nimport requests_fastssl",
-        directory=str(tmp_path),
-        bundle=pki.bundle,
-        url=server.url,
-    )
-    proc = _run(code, {"REQUESTS_FASTSSL_LOG": "warning"})
-    assert proc.returncode == 0
-    assert proc.stderr == ""  # nothing went wrong, so nothing at WARNING
-
-
-@pytest.mark.urllib3_2
 def test_activation_reads_no_package_metadata(pki: PKI, make_server: ServerFactory) -> None:
     """A frozen or vendored application has no package metadata, and an audit hook may refuse
     opening it: the activation line takes versions from the modules, so neither matters."""
@@ -221,11 +207,8 @@ def test_an_application_logging_at_info_sees_nothing_of_ours_unasked(
     pki: PKI, make_server: ServerFactory, tmp_path: Path
 ) -> None:
     server = make_server()
-    code = "import logging; logging.basicConfig(level=logging.INFO)\n" + _REQUESTS.format(
-        activation="\nimport requests_fastssl",
-        directory=str(tmp_path),
-        bundle=pki.bundle,
-        url=server.url,
+    code = "import logging; logging.basicConfig(level=logging.INFO)\n" + _requests(
+        pki, server, tmp_path
     )
     shim = _run(code, {})
     assert shim.returncode == 0
