@@ -12,13 +12,13 @@ LEGEND = (
     "stock: requests as installed. shim: the same with requests_fastssl installed. floor: the "
     "least any cache can do, the context stock builds for each connection, built and "
     "loaded once per run and handed to urllib3 by an adapter (its build is inside the timed "
-    "window, as the shim's is). "
+    "window, before the threads start; the shim builds on first use). "
     "scenario: N thr = N threads, one requests.get each; N seq = one thread, N requests.get "
     "in a row. wall: mean ± standard deviation of the timed runs; the summary's figures are "
     "ratios of means ± their standard error. CA loads: "
-    "load_verify_locations + load_default_certs calls per run, counted in the child outside "
-    "the shim. srv CPU: server CPU time / wall time (1 core = 100%). failed: failed requests "
-    "over all runs (no comparison for a variant with failures)."
+    "load_verify_locations + load_default_certs calls per run, counted in the warm-up run "
+    "from outside the shim. srv CPU: server CPU time / wall time (1 core = 100%). failed: "
+    "failed requests over all runs (no comparison for a variant with failures)."
 )
 
 
