@@ -14,22 +14,20 @@ from __future__ import annotations
 
 import os
 import resource
-import ssl
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import requests
 import trustme
 import urllib3
-from urllib3.util.ssl_ import create_urllib3_context
 
 import requests_fastssl
+from _requests_fastssl.cli.child import _floor_adapter
 from _requests_fastssl.cli.pki import certifi_plus
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 
@@ -41,19 +39,9 @@ def main() -> None:
     bundle = certifi_plus(ca, tempfile.mkdtemp(prefix="burst-"))
     if mode in ("stock", "floor"):
         requests_fastssl.uninstall()
-    ctx = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
-    ctx.load_verify_locations(bundle)
-
-    class Floor(requests.adapters.HTTPAdapter):
-        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-            super().init_poolmanager(*args, ssl_context=ctx, **kwargs)
-
-        def build_connection_pool_key_attributes(
-            self, request: Any, verify: Any, cert: Any = None
-        ) -> Any:
-            host, pool = super().build_connection_pool_key_attributes(request, verify, cert)
-            pool.pop("ca_certs", None)  # in ctx already
-            return host, pool
+    # The bench's floor: the context stock builds, built once, before the threads start.
+    floor, build_floor = _floor_adapter(True, bundle)
+    build_floor()
 
     with HTTPSServer(server_context(ca, ("127.0.0.1",))) as server:
         if mode == "warm":
@@ -64,7 +52,7 @@ def main() -> None:
             gate.wait()
             if mode == "floor":
                 with requests.Session() as session:
-                    session.mount("https://", Floor())
+                    session.mount("https://", floor())
                     session.get(server.url, verify=bundle).close()
             else:
                 requests.get(server.url, verify=bundle).close()

@@ -32,7 +32,6 @@ __all__ = [
     "Result",
     "Scenario",
     "ca_load_ms",
-    "default_store_ms",
     "micro",
     "run_plan",
     "startup_cost",
@@ -180,34 +179,22 @@ def run_plan(
     return list(results.values())
 
 
-def ca_load_ms(bundle: str, rounds: int = 5) -> float:
-    """Milliseconds for one ``load_verify_locations`` of ``bundle`` (a file or a directory)
-    into a fresh urllib3 context, median of ``rounds``: what stock pays per new connection.
-    Raises ``OSError`` / ``ssl.SSLError`` as the load does."""
+def ca_load_ms(bundle: str | None, rounds: int = 5) -> float:
+    """Milliseconds for one load of ``bundle`` (a file or a directory; None: the system store,
+    as stock loads it for verify=False) into a fresh urllib3 context, median of ``rounds``:
+    what stock pays per new connection. Raises ``OSError`` / ``ssl.SSLError`` as the load does."""
     from urllib3.util.ssl_ import create_urllib3_context
 
     timings = []
     for _ in range(rounds):
         ctx = create_urllib3_context()
         started = time.perf_counter()
-        if os.path.isdir(bundle):
+        if bundle is None:
+            ctx.load_default_certs()
+        elif os.path.isdir(bundle):
             ctx.load_verify_locations(capath=bundle)
         else:
             ctx.load_verify_locations(bundle)
-        timings.append(time.perf_counter() - started)
-    return statistics.median(timings) * 1000
-
-
-def default_store_ms(rounds: int = 5) -> float:
-    """Milliseconds for one ``load_default_certs`` into a fresh urllib3 context (what stock
-    pays per new connection with verify=False), median of ``rounds``."""
-    from urllib3.util.ssl_ import create_urllib3_context
-
-    timings = []
-    for _ in range(rounds):
-        ctx = create_urllib3_context()
-        started = time.perf_counter()
-        ctx.load_default_certs()
         timings.append(time.perf_counter() - started)
     return statistics.median(timings) * 1000
 
