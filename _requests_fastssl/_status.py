@@ -69,15 +69,10 @@ class Stats(NamedTuple):
             f"{n(self.loads_avoided, 'load')} avoided, about {self.seconds_saved:.2f} s saved",
         ]
         why = ", ".join(f"{code} {count}" for code, count in self.step_aside_reasons.items())
-        parts.append(
-            f"{n(self.step_asides, 'set-up')} left to stock ({why})"
-            if why
-            else "none left to stock"
-        )
-        for name in ("build_failures", "failures_skipped", "discards", "evictions"):
-            parts += (
-                [f"{name.replace('_', ' ')} {getattr(self, name)}"] if getattr(self, name) else []
-            )
+        aside = f"{n(self.step_asides, 'set-up')} left to stock ({why})"
+        parts.append(aside if why else "none left to stock")
+        names = ("build_failures", "failures_skipped", "discards", "evictions")
+        parts += [f"{x.replace('_', ' ')} {getattr(self, x)}" for x in names if getattr(self, x)]
         return "; ".join(parts)
 
     @property

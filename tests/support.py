@@ -36,6 +36,16 @@ TRUST_ENV = (
 )
 
 
+def clean_env(*also: str) -> dict[str, str]:
+    """This process's environment for a child, without the trust variables (our machines
+    export them), any REQUESTS_FASTSSL_* switch a developer may have set, and ``also``."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in TRUST_ENV and k not in also and not k.startswith("REQUESTS_FASTSSL_")
+    }
+
+
 @dataclass(frozen=True)
 class Client:
     """A client identity on disk: separate cert and key files, and the two in one file."""
@@ -128,7 +138,7 @@ def run_python(
 ) -> str:
     """Run ``code`` in a fresh interpreter (import order matters there); returns stdout
     (followed by stderr with ``stderr=True``)."""
-    full_env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    full_env = clean_env()
     full_env.update(env or {})
     proc = subprocess.run(
         [sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code)],

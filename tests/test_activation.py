@@ -7,13 +7,12 @@ it is turned off.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import PKI, ROOT, TRUST_ENV, ServerFactory
+from support import PKI, ROOT, ServerFactory, clean_env
 
 CLIENT = """
 import json, sys, requests
@@ -31,7 +30,7 @@ pytestmark = pytest.mark.subprocess  # every test here starts a fresh interprete
 def python(
     *args: str, env: dict[str, str] | None = None, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in (*TRUST_ENV, "PYTHONPATH")}
+    full = clean_env("PYTHONPATH")
     full.update(env or {})
     return subprocess.run(
         [sys.executable, *args], capture_output=True, text=True, env=full, cwd=cwd, timeout=120

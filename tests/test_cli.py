@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import PKI, PRELOADED, ROOT, ServerFactory, run_python
+from support import PKI, PRELOADED, ROOT, ServerFactory, clean_env, run_python
 
 pytestmark = pytest.mark.subprocess  # every test here runs the CLI in a fresh interpreter
 
@@ -23,11 +23,8 @@ VARIANTS = [
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
 
-    from support import TRUST_ENV
-
-    full_env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    full_env = clean_env()
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "requests_fastssl", *args],
@@ -134,10 +131,8 @@ def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     import os
     import signal
 
-    from support import TRUST_ENV
-
     out = tmp_path / "bench.json"
-    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    env = clean_env()
     # As at a terminal, whatever this test runs under: a shell's background job starts with
     # SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
     start = (
@@ -363,7 +358,6 @@ def test_doctor_measures_the_trust_source_it_is_asked_about(tmp_path: Path) -> N
 def test_run_reports_exec_errors_as_a_shell_does(
     tmp_path: Path, setup: str | None, command: str, status: int, message: str
 ) -> None:
-    import os
 
     if setup == "plain":
         (tmp_path / "script").write_text("#!/bin/sh\necho hi\n")
@@ -378,7 +372,7 @@ def test_run_reports_exec_errors_as_a_shell_does(
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**clean_env(), "PYTHONPATH": str(ROOT)},
         timeout=60,
     )
     assert proc.returncode == status, proc.stderr
@@ -464,7 +458,7 @@ def test_run_searches_path_as_bash_does(
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**os.environ, "PATH": path, "PYTHONPATH": str(ROOT)},
+        env={**clean_env(), "PATH": path, "PYTHONPATH": str(ROOT)},
         timeout=60,
     )
     assert proc.returncode == status, proc.stderr
@@ -477,7 +471,7 @@ def test_run_keeps_empty_pythonpath_entries(tmp_path: Path) -> None:
 
     (tmp_path / "localmod.py").write_text("WHERE = 'here'\n")
     script = "import localmod, sys; print(localmod.WHERE)"
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}"}
+    env = {**clean_env(), "PYTHONPATH": f"{ROOT}{os.pathsep}"}
     argv = [sys.executable, "-m", "requests_fastssl", "run", "--", sys.executable, "-c", script]
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -29,10 +29,10 @@ from requests.adapters import HTTPAdapter
 from support import (
     PKI,
     ROOT,
-    TRUST_ENV,
     URLLIB3_1,
     LoadCounter,
     ServerFactory,
+    clean_env,
     other_contents_during_first_load,
     outcome,
     run_python,
@@ -1002,7 +1002,7 @@ def test_a_bundle_that_can_no_longer_be_opened_fails_as_stock(
             """
         )
     )
-    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    env = clean_env()
     results = {}
     for mode in ("stock", "shim"):
         proc = subprocess.run(

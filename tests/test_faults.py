@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding
 from cryptography.x509.oid import NameOID
-from support import PKI, ROOT, TRUST_ENV, LoadCounter, ServerFactory, outcome
+from support import PKI, ROOT, LoadCounter, ServerFactory, clean_env, outcome
 
 import requests_fastssl
 from _requests_fastssl._registry import REGISTRY
@@ -231,7 +231,7 @@ def test_unreadable_file_between_requests(
         # loses the capabilities that bypass file permissions (util-linux setpriv).
         setpriv = shutil.which("setpriv")
         assert setpriv, "setpriv (util-linux) is needed to test unreadable files as root"
-        env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+        env = clean_env()
         proc = subprocess.run(
             [
                 setpriv,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,7 @@ import requests
 import requests.adapters
 import urllib3
 import wrapt
-from support import PKI, PRELOADED, ROOT, TRUST_ENV, ServerFactory, run_python
+from support import PKI, PRELOADED, ROOT, ServerFactory, clean_env, run_python
 
 import requests_fastssl
 from _requests_fastssl import _compat
@@ -282,7 +281,7 @@ def test_import_and_install_orders(
         print(sys.modules["requests_fastssl"].status().state.value, layers)
         """
     )
-    env = {k: v for k, v in os.environ.items() if k not in (*TRUST_ENV, "PYTHONPATH")}
+    env = clean_env("PYTHONPATH")
     argv = [sys.executable, "-c", code]
     if activation == "sitecustomize":
         (tmp_path / "sitecustomize.py").write_text("import requests_fastssl\n")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT, TRUST_ENV
+from support import ROOT, clean_env
 
 SCRIPT = """
 import logging, sys
@@ -36,7 +35,7 @@ def test_requests_2_31_is_left_stock(tmp_path: Path) -> None:
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "requests==2.31.0", "wrapt>=2.4", "certifi"], check=True)
     subprocess.run([*pip, "--no-deps", str(ROOT)], check=True)
-    env = {k: v for k, v in os.environ.items() if k not in (*TRUST_ENV, "PYTHONPATH")}
+    env = clean_env("PYTHONPATH")
     out = subprocess.run(
         [python, "-c", SCRIPT],
         capture_output=True,

@@ -5,14 +5,13 @@ requests, urllib3, certifi and wrapt from it)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT, TRUST_ENV
+from support import ROOT, clean_env
 
 pytestmark = [pytest.mark.index, pytest.mark.subprocess]
 
@@ -28,7 +27,7 @@ def _quiet(proc: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV and "FASTSSL" not in k}
+    env = clean_env()
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
 

@@ -24,6 +24,7 @@ from support import (
     PRELOADED,
     URLLIB3_1,
     ServerFactory,
+    clean_env,
     needs_urllib3_2,
     session_with,
     set_default_bundle,
@@ -770,7 +771,7 @@ def test_r14_zipapp_with_certifi_inside(
     import subprocess
     import zipapp
 
-    from support import ROOT, TRUST_ENV
+    from support import ROOT
 
     source = tmp_path / "app"
     source.mkdir()
@@ -793,7 +794,7 @@ def test_r14_zipapp_with_certifi_inside(
     shutil.rmtree(source)
 
     trusted, untrusted = make_server(), make_server(ca=pki.rogue_ca)
-    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    env = clean_env()
     outputs = {}
     for mode, extra in (("stock", {"REQUESTS_FASTSSL_DISABLE": "1"}), ("shim", {})):
         outputs[mode] = subprocess.run(

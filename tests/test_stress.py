@@ -5,13 +5,12 @@ run. The soak run is the same command with ``--duration`` (docs/testing.md, "Har
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from typing import Any
 
 import pytest
-from support import ROOT, TRUST_ENV
+from support import ROOT, clean_env
 
 STRESS = ROOT / "tests" / "stress.py"
 
@@ -19,7 +18,7 @@ STRESS = ROOT / "tests" / "stress.py"
 def stress(*args: str) -> tuple[int, list[dict[str, Any]], str]:
     """Run tests/stress.py; returns its exit status, its JSON reports (one per load phase)
     and its stderr."""
-    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    env = clean_env()
     proc = subprocess.run(
         [sys.executable, "-X", "faulthandler", str(STRESS), *args],
         capture_output=True,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import requests
-from support import PKI, PRELOADED, LoadCounter, outcome, run_python, stock_and_shim
+from support import PKI, PRELOADED, LoadCounter, clean_env, outcome, run_python, stock_and_shim
 
 import requests_fastssl
 
@@ -293,11 +293,11 @@ def test_gunicorn_preload_workers_load_nothing(
     import sys
     import urllib.request
 
-    from support import ROOT, TRUST_ENV
+    from support import ROOT
 
     server = make_server()
     (tmp_path / "wsgi_app.py").write_text(_WSGI_APP)
-    env = {k: v for k, v in os.environ.items() if k not in TRUST_ENV}
+    env = clean_env()
     env.update(
         REQUESTS_FASTSSL_WARM="1",
         REQUESTS_CA_BUNDLE=pki.bundle,
