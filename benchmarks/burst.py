@@ -13,7 +13,6 @@ several times in alternation: one run of 300 threads on a 2-core machine is nois
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import tempfile
 import threading
@@ -27,7 +26,7 @@ import trustme
 import urllib3
 
 import requests_fastssl
-from _requests_fastssl.cli.child import _floor_adapter
+from _requests_fastssl.cli.child import _floor_adapter, peak_rss_mb
 from _requests_fastssl.cli.pki import certifi_plus
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 
@@ -65,8 +64,7 @@ def main() -> None:
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - started
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    print(f"{mode} {n} threads: {wall:.3f} s, peak RSS {rss} MB (pid {os.getpid()})")
+    print(f"{mode} {n} threads: {wall:.3f} s, peak RSS {peak_rss_mb():.0f} MB (pid {os.getpid()})")
     print(requests_fastssl.stats())
 
 
