@@ -1,9 +1,7 @@
-"""Which requests and urllib3 the shim can patch, and the one function it wraps in each.
-
-urllib3 2.x: ``_ssl_wrap_socket_and_match_hostname``, only if it takes exactly ``_policy.INPUTS``
-(an input the key does not see could change the context). urllib3 1.26 has no single call
-holding the inputs: its ``ssl_wrap_socket`` is wrapped only to count those connections.
-"""
+"""Which requests and urllib3 the shim can patch, and the one function it wraps in each. urllib3
+2.x: ``_ssl_wrap_socket_and_match_hostname``, only if it takes exactly ``_policy.INPUTS`` (an
+input the key does not see could change the context). urllib3 1.26 has no single call holding
+the inputs: its ``ssl_wrap_socket`` is wrapped only to count those connections."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Building a shared context as urllib3 2.x's set-up would from the same inputs, and freezing it.
-
 A ``FrozenContext`` is the same object with setters that accept only the value it has (urllib3
 repeats its ``verify_mode``, ``check_hostname`` and ALPN writes on every connection) and loaders
 that raise ``FrozenContextError``: nothing reaching it through a socket (``sock.context``) can
-change trust or identity for other connections.
-"""
+change trust or identity for other connections."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The ``sys.meta_path`` entry that patches requests right after ``requests.adapters`` ran.
-
-Not wrapt's post-import hooks: importing wrapt (or anything the interpreter has not loaded
-already) costs more than the whole start-up budget of a program that never uses requests.
-"""
+"""The ``sys.meta_path`` entry that patches requests right after ``requests.adapters`` ran. Not
+wrapt's post-import hooks: importing wrapt (or anything the interpreter has not loaded already)
+costs more than the whole start-up budget of a program that never uses requests."""
 
 from __future__ import annotations
 
@@ -22,8 +20,6 @@ TARGET = "requests.adapters"
 
 
 class _AdaptersImportHook:
-    """Finds ``requests.adapters`` with the other finders, and wraps the loader they give."""
-
     def __init__(self, callback: Callable[[ModuleType], None]) -> None:
         self._callback = callback
 
@@ -45,16 +41,11 @@ class _AdaptersImportHook:
 
 
 class _CallbackLoader:
-    """Runs the real loader, puts it back on the module, then calls the callback."""
-
     def __init__(self, loader: Any, callback: Callable[[ModuleType], None]) -> None:
         self._loader, self._callback = loader, callback
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)

@@ -1,9 +1,7 @@
 """``install()``, ``uninstall()``, ``status()``, ``stats()``, ``clear()`` and the kill switch.
-
 Imports only what the interpreter has loaded already (start-up activation must cost nothing
 where requests is never used). ``_state.LOCK`` serialises every state change, the import
-hook's patching included; the wrapper never takes it (it reads ``STATE.active``).
-"""
+hook's patching included; the wrapper never takes it (it reads ``STATE.active``)."""
 
 from __future__ import annotations
 
@@ -12,6 +10,7 @@ import sys
 
 from . import _import_hook, _observe
 from ._errors import UnsupportedVersionError
+from ._observe import _logger
 from ._state import LOCK as _lock
 from ._state import STATE
 
@@ -26,13 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["STATE", "activate", "clear", "install", "stats", "status", "uninstall"]
 
 ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
-_FALSE_WORDS = ("", "0", "false", "no", "off")
-
-
-def _logger() -> Any:
-    import logging
-
-    return logging.getLogger("requests_fastssl")
 
 
 def _debug(message: str, *args: Any) -> None:
@@ -46,7 +38,7 @@ def disabled_by_env() -> str | None:
     """The kill switch's value if it disables the shim, else None. Any value but empty, 0,
     false, no or off disables: an operator who set it to something unknown meant "off"."""
     value = os.environ.get(ENV_DISABLE)
-    if value is None or value.strip().lower() in _FALSE_WORDS:
+    if value is None or value.strip().lower() in _observe.OFF_WORDS:
         return None
     return value
 
@@ -71,8 +63,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
     ):
         raise ValueError(f"max_contexts must be a positive int, not {max_contexts!r}")
     _observe.configure_from_env()
-    wait_for_import = False
-    was_active = STATE.active
+    wait_for_import, was_active = False, STATE.active
     with _lock:
         if max_contexts is not None:
             STATE.max_contexts = max_contexts
@@ -177,24 +168,22 @@ def _activate(adapters: ModuleType) -> None:
             STATE.warned = True
             _logger().warning("requests_fastssl: leaving requests stock: %s", reason)
         return
-    from ._registry import REGISTRY  # (imports ssl)
-
-    if STATE.max_contexts is not None:
-        REGISTRY.resize(STATE.max_contexts)
     import urllib3.connection
     import urllib3.util.ssl_
     import wrapt
 
     from ._policy import Settings
+    from ._registry import REGISTRY  # (imports ssl)
 
+    if STATE.max_contexts is not None:
+        REGISTRY.resize(STATE.max_contexts)
     STATE.settings = Settings(urllib3.connection, urllib3.util.ssl_)
     owner, name, wrapper = _compat.hook()
     if not any(o is owner and n == name for o, n, _ in STATE.handles):
         # (else left inactive by uninstall() under another layer: reused)
         handle = wrapt.wrap_function_wrapper(owner, name, wrapper)  # positional: wrapt 2.0
         STATE.handles.append((owner, name, handle))
-    STATE.active = True
-    STATE.phase, STATE.reason = "active", ""
+    STATE.active, STATE.phase, STATE.reason = True, "active", ""
     if name == "ssl_wrap_socket":
         STATE.reason = "urllib3 1.26: every connection is left to stock (counted as urllib3-1.26)"
     _observe.activated(name)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 ENV_LOG, ENV_REPORT = "REQUESTS_FASTSSL_LOG", "REQUESTS_FASTSSL_REPORT"
 _LEVELS = {"debug": 10, "info": 20, "warning": 30}
+OFF_WORDS = ("", "0", "false", "no", "off")  # what leaves a switch off
 _done: set[str] = set()  # what configure_from_env did once per process
 
 # What a user can do, by reason code; a reason not named needs nothing.
@@ -59,7 +60,7 @@ def configure_from_env() -> None:
             logger.propagate = False  # the switch sends it to stderr, once, not twice
             _done.add("on")
     report = os.environ.get(ENV_REPORT, "").strip().lower()
-    if report not in ("", "0", "false", "no", "off") and "report" not in _done:
+    if report not in OFF_WORDS and "report" not in _done:
         _done.add("report")
         import atexit
 

@@ -1,12 +1,10 @@
-"""Contexts a connection is given (an adapter's, requests 2.32.3/2.32.4's preloaded one):
-never shared or frozen, but their CA file need not be loaded again on every connection.
-
-Stock loads it at every new connection, and every load after the first adds nothing (OpenSSL's
-store ignores certificates it holds): once a stock load has put a file in, later set-ups leave
-``ca_certs`` out (nothing else in them changes) while the file holds the same bytes; a changed
-file is loaded again, on top. Only for the standard library's own ``load_verify_locations``: a
-replaced one (a subclass, a tracer, a test double) might do more than load: called every time.
-"""
+"""Contexts a connection is given (an adapter's, requests 2.32.3/2.32.4's preloaded one): never
+shared or frozen, but their CA file need not be loaded again on every connection. Stock loads it
+at every new connection, and every load after the first adds nothing (OpenSSL's store ignores
+certificates it holds): once a stock load has put a file in, later set-ups leave ``ca_certs`` out
+(nothing else in them changes) while the file holds the same bytes; a changed file is loaded
+again, on top. Only for the standard library's own ``load_verify_locations``: a replaced one (a
+subclass, a tracer, a test double) might do more than load: called every time."""
 
 from __future__ import annotations
 

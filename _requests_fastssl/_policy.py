@@ -1,12 +1,8 @@
 """Every rule for when the shim shares a context and when it steps aside, in one place.
-
-``decide(inputs)`` looks at the inputs of one TLS connection set-up, exactly as urllib3
-passes them to ``urllib3.connection._ssl_wrap_socket_and_match_hostname``, plus the urllib3
-module settings that feed that set-up, and returns either the registry key of the shared
-context that would be the same as the one stock would build, with the files to check, or
-the ``Reason`` the connection goes to stock. ``docs/design.md``'s table of reasons is tested
-equal to ``Reason``.
-"""
+``decide()`` takes one TLS set-up's inputs exactly as urllib3 passes them to
+``urllib3.connection._ssl_wrap_socket_and_match_hostname``, plus the urllib3 settings feeding
+it, and returns the registry key of the context stock would build with the files to check, or
+the ``Reason`` it goes to stock (docs/design.md's table is tested equal to ``Reason``)."""
 
 from __future__ import annotations
 
@@ -100,8 +96,7 @@ class Reason(enum.Enum):
     INTERNAL_ERROR = ("internal-error", "a bug in the shim (logged with a traceback)")
 
     def __init__(self, code: str, text: str) -> None:
-        self.code = code
-        self.text = text
+        self.code, self.text = code, text
 
     def __str__(self) -> str:
         return self.code
@@ -110,20 +105,16 @@ class Reason(enum.Enum):
 # The keyword arguments of urllib3 2.x's _ssl_wrap_socket_and_match_hostname, every one of
 # them an input of the context or of the checks after the handshake. A urllib3 whose
 # function takes others is not patched (_install).
-INPUTS = frozenset(
-    (
-        "sock", "cert_reqs", "ssl_version", "ssl_minimum_version", "ssl_maximum_version",
-        "cert_file", "key_file", "key_password", "ca_certs", "ca_cert_dir", "ca_cert_data",
-        "assert_hostname", "assert_fingerprint", "server_hostname", "ssl_context",
-        "tls_in_tls",
-    )
-)  # fmt: skip
+INPUTS = frozenset((
+    "sock", "cert_reqs", "ssl_version", "ssl_minimum_version", "ssl_maximum_version",
+    "cert_file", "key_file", "key_password", "ca_certs", "ca_cert_dir", "ca_cert_data",
+    "assert_hostname", "assert_fingerprint", "server_hostname", "ssl_context", "tls_in_tls",
+))  # fmt: skip
 
 
 def _genuine_context_class() -> type:
-    """The standard library's SSLContext, found by its definition (the subclass of the C
-    type that ssl.py defines), not by what ``ssl.SSLContext`` names now: gevent, eventlet
-    and applications put subclasses there that keep state of their own."""
+    """The standard library's SSLContext: the subclass of the C type that ssl.py defines, not
+    what ``ssl.SSLContext`` names now (gevent, eventlet, applications put stateful ones there)."""
     import _ssl
 
     for cls in _ssl._SSLContext.__subclasses__():
@@ -142,20 +133,15 @@ _GENUINE_NAMESPACE = tuple(GENUINE_CONTEXT.__dict__.items())
 
 
 def _genuine_unpatched() -> bool:
-    now = GENUINE_CONTEXT.__dict__
-    return len(now) == len(_GENUINE_NAMESPACE) and all(
-        now.get(name) is value for name, value in _GENUINE_NAMESPACE
-    )
+    ns = GENUINE_CONTEXT.__dict__
+    return len(ns) == len(_GENUINE_NAMESPACE) and all(ns.get(n) is v for n, v in _GENUINE_NAMESPACE)
 
 
 def is_genuine_function(func: Any, module: types.ModuleType) -> bool:
-    """Whether ``func`` is a plain function defined in ``module``'s own file (not a
-    wrapper, a partial or a replacement)."""
-    code = getattr(func, "__code__", None)
+    """Whether ``func`` is a plain function of ``module``'s own file (no wrapper or partial)."""
     return (
         type(func) is types.FunctionType
-        and code is not None
-        and code.co_filename == getattr(module, "__file__", None)
+        and func.__code__.co_filename == getattr(module, "__file__", None)
         and func.__module__ == module.__name__
     )
 
@@ -181,13 +167,11 @@ class _Secret(tuple):  # type: ignore[type-arg]
 
 
 class Settings:
-    """The urllib3 module settings that feed a context urllib3 builds, read once per
-    connection set-up: the factory and the names its code reads from its module, the
-    context class, the flags the set-up reads, ALPN and the key-log file."""
+    """The urllib3 module settings feeding the context urllib3 builds, read at each set-up: the
+    factory and the names it reads from its module, the context class, flags, ALPN, key log."""
 
     def __init__(self, connection: types.ModuleType, ssl_: types.ModuleType) -> None:
-        self.connection = connection
-        self.ssl_ = ssl_
+        self.connection, self.ssl_ = connection, ssl_
         self.urllib3_1 = not hasattr(connection, "_ssl_wrap_socket_and_match_hostname")
         factory = ssl_.create_urllib3_context
         self.factory_globals = tuple(
@@ -196,10 +180,8 @@ class Settings:
 
     def snapshot(self) -> Reason | tuple[Hashable, ...]:
         connection, ssl_ = self.connection, self.ssl_
-        factory = connection.create_urllib3_context
-        if not is_genuine_function(factory, ssl_) or not is_genuine_function(
-            connection.ssl_wrap_socket, ssl_
-        ):
+        factory, wrap = connection.create_urllib3_context, connection.ssl_wrap_socket
+        if not (is_genuine_function(factory, ssl_) and is_genuine_function(wrap, ssl_)):
             return Reason.URLLIB3_REPLACED
         if ssl_.SSLContext is not GENUINE_CONTEXT or ssl_.IS_PYOPENSSL:
             return Reason.CONTEXT_CLASS
@@ -223,11 +205,7 @@ class Settings:
             return Reason.UNHASHABLE_SETTING
 
 
-_DEPRECATED = {
-    getattr(ssl.TLSVersion, name)
-    for name in ("SSLv3", "TLSv1", "TLSv1_1")
-    if hasattr(ssl.TLSVersion, name)
-}
+_DEPRECATED = {getattr(ssl.TLSVersion, n, None) for n in ("SSLv3", "TLSv1", "TLSv1_1")} - {None}
 
 
 def _deprecated(version: Any) -> bool:
@@ -273,10 +251,7 @@ def decide(
         if default:
             files.append(default)
         snapshot = (*snapshot, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-    if cert_file:
-        files.append(cert_file)
-    if key_file:
-        files.append(key_file)
+    files += [name for name in (cert_file, key_file) if name]
     try:
         key = (
             _frozen(inputs["cert_reqs"]),

@@ -1,8 +1,6 @@
-"""The install state every other module reads, and the lock that serialises changes to it.
-
-It imports nothing, so the wrappers, the registry and ``_install`` can all depend on it
-without depending on each other. The hook reads ``STATE.active`` and ``STATE.settings``.
-"""
+"""The install state every other module reads, and the lock that serialises changes to it. It
+imports nothing, so the wrappers, the registry and ``_install`` can all depend on it without
+depending on each other. The hook reads ``STATE.active`` and ``STATE.settings``."""
 
 from __future__ import annotations
 
@@ -20,31 +18,19 @@ __all__ = ["LOCK", "STATE"]
 
 
 class _State:
-    __slots__ = (
-        "active",
-        "handles",
-        "hook",
-        "max_contexts",
-        "phase",
-        "reason",
-        "settings",
-        "strict",
-        "veto",
-        "wanted",
-        "warned",
-    )
+    __slots__ = ("active", "handles", "hook", "max_contexts", "phase", "reason", "settings",
+                 "strict", "veto", "wanted", "warned")  # fmt: skip
 
     def __init__(self) -> None:
         self.wanted = False  # install() was called more recently than uninstall()
         self.active = False  # read by the wrapper on every call
         self.phase = "not-installed"  # a State value; see _status.State
         self.reason = ""
-        self.strict = False
         self.handles: list[tuple[Any, str, Any]] = []  # (owner, attribute, wrapt handle)
         self.hook: Any = None  # the sys.meta_path entry while waiting for requests
         self.max_contexts: int | None = None
         self.settings: Settings | None = None  # urllib3's modules, read at each set-up
-        self.warned = False
+        self.strict = self.warned = False
         # Who turned the shim off for good (pytest's --no-fastssl): install() and imports do
         # nothing while it is set, as under the kill switch.
         self.veto: str | None = None

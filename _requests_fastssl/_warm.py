@@ -1,23 +1,21 @@
-"""``warm()``: build at start-up the shared context a later request will use.
-
-It runs what a request runs up to the connection (requests' pool lookup and ``cert_verify`` on
-a throwaway adapter, the pool's connection object) and hands those set-up inputs to the same
-decision, so a later request finds its context; a forking master's workers then load nothing.
-``REQUESTS_FASTSSL_WARM=1`` warms ``verify=True`` once requests is imported, never earlier.
-"""
+"""``warm()``: build at start-up the shared context a later request will use. It runs what a
+request runs up to the connection (requests' pool lookup and ``cert_verify`` on a throwaway
+adapter, the pool's connection object) and hands those set-up inputs to the same decision, so a
+later request finds its context; a forking master's workers then load nothing.
+``REQUESTS_FASTSSL_WARM=1`` warms ``verify=True`` once requests is imported, never earlier."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
+from ._observe import OFF_WORDS, _logger
 from ._state import STATE
 
 __all__ = ["ENV_WARM", "warm", "warm_from_env"]
 
 ENV_WARM = "REQUESTS_FASTSSL_WARM"
 _ON = ("1", "true", "yes", "on")
-_OFF = ("", "0", "false", "no", "off")
 # Never resolved or contacted: the host only has to make requests build an HTTPS pool.
 _URL = "https://requests-fastssl.invalid/"
 
@@ -40,6 +38,7 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
 
     from ._hook import shared_context
     from ._policy import INPUTS, Reason
+    from ._registry import REGISTRY
 
     if not STATE.active:
         return False
@@ -61,8 +60,6 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
             # What the request would raise: stock's own set-up, on a socket-less call.
             _stock_error(inputs)
         if isinstance(ctx, Reason):
-            from ._registry import REGISTRY
-
             REGISTRY.step_aside(ctx)  # counted (and logged once) as the request's would be
             return False
         return True
@@ -82,9 +79,8 @@ def _stock_error(inputs: dict[str, Any]) -> None:
         if any(ca):
             ctx.load_verify_locations(*ca)
         if inputs["cert_file"]:
-            args = (inputs["cert_file"], inputs["key_file"])
-            password = inputs["key_password"]
-            ctx.load_cert_chain(*args, *(() if password is None else (password,)))
+            password = () if inputs["key_password"] is None else (inputs["key_password"],)
+            ctx.load_cert_chain(inputs["cert_file"], inputs["key_file"], *password)
     except OSError as exc:
         raise SSLError(exc) from exc
 
@@ -93,14 +89,13 @@ def warm_from_env() -> None:
     """Warm ``verify=True`` if ``REQUESTS_FASTSSL_WARM`` asks. Never raises (this runs inside the
     program's ``import requests``): a failure is logged; the first request raises it as stock."""
     value = os.environ.get(ENV_WARM)
-    if value is None or value.strip().lower() in _OFF:
+    if value is None or value.strip().lower() in OFF_WORDS:
         return
-    import logging
-
-    log = logging.getLogger("requests_fastssl")
+    log = _logger()
     if value.strip().lower() not in _ON:
         log.warning("requests_fastssl: %s=%r not understood (1 or 0); not warming", ENV_WARM, value)
         return
+    from ._policy import Reason
     from ._registry import REGISTRY
 
     before = REGISTRY.stats()
@@ -110,19 +105,13 @@ def warm_from_env() -> None:
         log.warning(
             "requests_fastssl: %s: warming verify=True failed, as every verify=True request "
             "will: %s: %s",
-            ENV_WARM,
-            type(exc).__name__,
-            exc,
+            *(ENV_WARM, type(exc).__name__, exc),
         )
         return
     if not ready:
         reasons = REGISTRY.stats().since(before).step_aside_reasons
-        from ._policy import Reason
-
         texts = {r.code: r.text for r in Reason}
         why = "; ".join(f"{code}: {texts.get(code, '')}" for code in reasons) or "unknown"
         log.warning(
-            "requests_fastssl: %s: verify=True is left to stock requests here (%s)",
-            ENV_WARM,
-            why,
+            "requests_fastssl: %s: verify=True is left to stock requests here (%s)", ENV_WARM, why
         )

@@ -59,7 +59,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--fastssl",
         action="store_true",
-        dest="fastssl",
         default=None,
         help="share SSLContexts between connections for the whole session (requests-fastssl)",
     )
@@ -152,8 +151,6 @@ def fastssl() -> Iterator[FastSSL]:
 @pytest.fixture(autouse=True)
 def _fastssl_marker(request: pytest.FixtureRequest) -> Iterator[None]:
     """The ``fastssl`` marker: what the fixture does, for a marked test, class or module."""
-    if request.node.get_closest_marker("fastssl") is None:
-        yield
-        return
-    with _on_for_one_test():
+    marked = request.node.get_closest_marker("fastssl") is not None
+    with _on_for_one_test() if marked else contextlib.nullcontext():
         yield

@@ -1,16 +1,13 @@
-"""Start-up hook of ``python -m requests_fastssl run``; not a module to import yourself.
-
-Every Python process the command starts imports it as ``sitecustomize`` (via PYTHONPATH): it
-activates the shim, then runs the ``sitecustomize`` it hides, if any, so a user's own start-up
-code still runs. Nothing here may break start-up: failures are logged and swallowed.
-"""
+"""Start-up hook of ``python -m requests_fastssl run``; not a module to import yourself. Every
+Python process the command starts imports it as ``sitecustomize`` (via PYTHONPATH): it activates
+the shim, then runs the ``sitecustomize`` it hides, if any, so a user's own start-up code still
+runs. Nothing here may break start-up: failures are logged and swallowed."""
 
 import os
 import sys
 
 
 def _run_hidden_sitecustomize(here: str) -> None:
-    """Execute the sitecustomize that would have run without this directory in front."""
     from importlib.machinery import PathFinder
     from importlib.util import module_from_spec
 
@@ -21,11 +18,10 @@ def _run_hidden_sitecustomize(here: str) -> None:
             return False
 
     spec = PathFinder.find_spec("sitecustomize", [p for p in sys.path if not is_here(p)])
-    if spec is None or spec.loader is None:
-        return
-    module = module_from_spec(spec)
-    sys.modules["sitecustomize"] = module  # what `import sitecustomize` would have left
-    spec.loader.exec_module(module)
+    if spec is not None and spec.loader is not None:
+        module = module_from_spec(spec)
+        sys.modules["sitecustomize"] = module  # what `import sitecustomize` would have left
+        spec.loader.exec_module(module)
 
 
 def _start() -> None:
