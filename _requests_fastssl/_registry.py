@@ -11,7 +11,6 @@ any another thread was in a handshake with (OpenSSL may hold a lock in them), an
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import logging
 import os
@@ -22,6 +21,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._files import FileChanged, FileCheck, read_checks
+from ._flight import Flight, Token
 from ._observe import first_step_aside
 from ._policy import Reason
 from ._status import Stats
@@ -37,34 +37,10 @@ _COUNTERS = tuple(
 )
 
 
-class _Token:
-    """Owned by the builder's frame alone: it dies when that frame ends, however it ends."""
-
-    __slots__ = ("__weakref__",)
-
-
-class _Flight:
-    """One build under way, its lock held until the builder's token dies: the release is the
-    lock's C ``__exit__`` as the token's weakref callback: no Python code an exception can skip."""
-
-    __slots__ = ("alive", "lock", "owner", "result", "started")
-
-    def __init__(self, token: _Token) -> None:
-        self.lock = _thread.allocate_lock()
-        self.lock.acquire()
-        self.alive = weakref.ref(token, self.lock.__exit__)  # type: ignore[arg-type]
-        self.owner = _thread.get_ident()
-        self.started = time.monotonic()
-        self.result: Any = Reason.BUILD_FAILED
-
-    def stale(self) -> bool:
-        return self.alive() is None or time.monotonic() - self.started > WAIT_SECONDS
-
-
 class Registry:
     def __init__(self, max_contexts: int = DEFAULT_MAX_CONTEXTS) -> None:
         self._entries: OrderedDict[Hashable, tuple[Any, tuple[FileCheck, ...]]] = OrderedDict()
-        self._flights: dict[Hashable, _Flight] = {}
+        self._flights: dict[Hashable, Flight] = {}
         # Failed builds' files: while unchanged, the build would fail again (straight to stock).
         self._failed: OrderedDict[Hashable, tuple[FileCheck, ...]] = OrderedDict()
         self._busy: dict[int, int] = {}  # id(context) -> handshakes under way with it
@@ -88,11 +64,14 @@ class Registry:
                 self.count("failures_skipped")
                 return Reason.BUILD_FAILED
             self._failed.pop(key, None)
+        flight = self._flights.get(key)
+        if flight is not None and not flight.stale():  # (not reading 300 copies of a bundle)
+            return self._wait(key, flight)
         checks = read_checks(paths)
         if checks is None:
             return Reason.NOT_A_FILE
-        token = _Token()
-        me = _Flight(token)
+        token = Token()
+        me = Flight(token, WAIT_SECONDS, Reason.BUILD_FAILED)
         try:
             flight = self._flights.setdefault(key, me)
             if flight is not me and flight.stale():
@@ -135,19 +114,11 @@ class Registry:
                 return
             self.count("evictions")
 
-    def _wait(self, key: Hashable, flight: _Flight) -> Any:
-        if flight.owner == _thread.get_ident():
+    def _wait(self, key: Hashable, flight: Flight) -> Any:
+        if flight.mine():
             return Reason.REENTRANT  # our own stack is the builder: waiting would never end
-        deadline = flight.started + WAIT_SECONDS
-        while flight.alive() is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return Reason.WAIT_TIMEOUT
-            # In slices: another waiter interrupted between its acquire and release would
-            # keep the lock; the builder's token says whether the build is still going.
-            if flight.lock.acquire(True, min(left, 0.05)):
-                flight.lock.release()
-                break
+        if not flight.wait():
+            return Reason.WAIT_TIMEOUT
         found = self._published(key)  # (checked again: the files at this moment)
         if found is not None:
             return found
@@ -224,7 +195,6 @@ class Registry:
 
 def _after_fork(registry: Registry | None) -> None:
     if registry is not None:
-        registry._flights = {}
         busy, registry._busy = registry._busy, {}
         for key, (ctx, _checks) in list(registry._entries.items()):
             if id(ctx) in busy:
