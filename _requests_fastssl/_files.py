@@ -11,19 +11,13 @@ allow-list from stock refuses); whatever they raise, audit hooks included, means
 
 from __future__ import annotations
 
-import itertools
 import os
 import stat
-from collections.abc import Callable
 
-from ._flight import Flight, Token
-
-__all__ = ["FileChanged", "FileCheck", "read_checks"]
+__all__ = ["FileChanged", "FileCheck", "openable", "read_checks"]
 
 _PIECE = 65536
 _MOST = 1 << 20
-CHECK_WAIT = 0.25  # a check takes microseconds; a waiter given up on checks for itself
-_tickets = itertools.count()  # (next() is one C call: no two threads get the same ticket)
 
 
 def _identity(path: str) -> tuple[int, ...] | None:
@@ -71,63 +65,37 @@ class FileChanged(OSError):
 
 
 class FileCheck:
-    """One file as a build read it: its identity and its contents.
+    """One file as a build read it: its identity and its contents."""
 
-    Concurrent connections share checks: a check that started after a connection asked is an
-    observation of the file while that connection was being set up, as good as its own, so one
-    read serves every connection waiting when it starts (a burst of 300 makes a few, not 300).
-    """
-
-    __slots__ = ("contents", "identity", "last", "path", "running")
+    __slots__ = ("contents", "identity", "path")
 
     def __init__(self, path: str, identity: tuple[int, ...], contents: bytes) -> None:
         self.path, self.identity, self.contents = path, identity, contents
-        self.last = (-1, False)  # (ticket when the latest finished check started, its answer)
-        self.running: dict[int, Flight] = {}  # {0: the check under way}
 
     def unchanged(self) -> bool:
-        """Whether the file holds what was read, seen after this call began (False if that
-        cannot be told)."""
-        asked = next(_tickets)
-        # Identity in this thread: a thread can have its own view of a path (a private cwd
-        # or root after os.unshare(CLONE_FS)); the same inode is the same contents for all.
-        if not self._now(lambda: _identity(self.path) == self.identity):
-            return False
-        for _ in range(3):
-            started, answer = self.last
-            if started > asked:
-                return answer
-            token = Token()
-            me = Flight(token, CHECK_WAIT)
-            running = self.running.setdefault(0, me)
-            if running is not me and running.stale():
-                running = self.running[0] = me
-            if running is me:
-                started = next(_tickets)
-                try:
-                    answer = self._now(self._same)
-                    if started > self.last[0]:
-                        self.last = (started, answer)
-                    return answer
-                finally:
-                    del token  # whoever waits wakes (and does if this line is never reached)
-                    if self.running.get(0) is me:
-                        self.running.pop(0, None)
-            if running.mine() or not running.wait():
-                break  # (our own stack is checking, or too slowly): a check of our own
-        return self._now(self._same)
-
-    def _same(self) -> bool:
-        return _same(self.path, self.contents)
-
-    @staticmethod
-    def _now(test: Callable[[], bool]) -> bool:
+        """Whether the file still holds what was read (False if that cannot be told)."""
         try:
-            return test()
+            return _identity(self.path) == self.identity and _same(self.path, self.contents)
         except RecursionError:  # (a RuntimeError, as stock would raise it)
             raise
         except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
             return False
+
+
+def openable(paths: tuple[str, ...]) -> bool:
+    """Whether this thread can open each file, a regular one, now: what a thread must know
+    before it waits for another's build of them (access and views of a path can differ
+    between threads: per-thread credentials, Landlock, a private root or cwd)."""
+    try:
+        for path in paths:
+            if _identity(path) is None:
+                return False
+            os.close(os.open(path, os.O_RDONLY))
+    except RecursionError:
+        raise
+    except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
+        return False
+    return True
 
 
 def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:

@@ -1,4 +1,4 @@
-"""Work under way (a build, a file check) that other threads may wait for: with a bound, never
+"""A build under way that other threads may wait for: with a bound, never
 on their own stack's, and released however the worker's frame ends."""
 
 from __future__ import annotations
@@ -12,8 +12,17 @@ from typing import Any
 __all__ = ["Flight", "Token"]
 
 _forks = [0]  # a flight from before a fork has no worker in the child
+# The clock as it was at import: a test's mock or freezegun stopping time.monotonic must
+# neither stop a bound nor see calls stock does not make (a list: not a module attribute).
+_clock = [time.monotonic]
+
+
+def _forked() -> None:
+    _forks[0] += 1
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _forks.append(_forks.pop() + 1))
+    os.register_at_fork(after_in_child=_forked)
 
 
 class Token:
@@ -33,14 +42,14 @@ class Flight:
         self.lock.acquire()
         self.alive = weakref.ref(token, self.lock.__exit__)  # type: ignore[arg-type]
         self.owner = _thread.get_ident()
-        self.started = time.monotonic()
+        self.started = _clock[0]()
         self.bound, self.fork, self.result = bound, _forks[0], result
 
     def stale(self) -> bool:
         return (
             self.alive() is None
             or self.fork != _forks[0]
-            or time.monotonic() - self.started > self.bound
+            or _clock[0]() - self.started > self.bound
         )
 
     def mine(self) -> bool:
@@ -50,7 +59,7 @@ class Flight:
         """Wait for the worker (not this thread's own stack): False if the bound passed first."""
         deadline = self.started + self.bound
         while self.alive() is not None:
-            left = deadline - time.monotonic()
+            left = deadline - _clock[0]()
             if left <= 0:
                 return False
             # In slices: another waiter interrupted between its acquire and release would

@@ -251,7 +251,7 @@ def test_an_exception_at_every_point_of_the_bookkeeping(
         f.__code__
         for f in (_registry.Registry.get, _registry.Registry._wait, _registry.Registry._build,
                   _registry.Registry._published, _flight.Flight.__init__, _flight.Flight.wait,
-                  _files.FileCheck.unchanged)
+                  _files.openable)
     }  # fmt: skip
 
     def run_with_interrupt_at(n: int) -> int:
@@ -295,8 +295,6 @@ def test_an_exception_at_every_point_of_the_bookkeeping(
         assert not waiter.is_alive(), f"a waiting thread hung after an interrupt at point {n}"
         assert results == [200, 200]
         assert all(flight.stale() for flight in REGISTRY._flights.values())
-        checks = [check for _ctx, entry in REGISTRY._entries.values() for check in entry]
-        assert all(flight.stale() for check in checks for flight in check.running.values())
     assert "wait-timeout" not in requests_fastssl.stats().step_aside_reasons
 
 
