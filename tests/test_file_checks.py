@@ -16,7 +16,7 @@ import requests
 from support import PKI, ServerFactory, outcome, stock_and_shim
 
 import requests_fastssl
-from _requests_fastssl import _flight, _registry
+from _requests_fastssl import _files, _flight, _registry
 from _requests_fastssl._policy import Reason
 from _requests_fastssl._registry import Registry
 
@@ -28,7 +28,7 @@ class HeldBuild:
         self.started, self.release = threading.Event(), threading.Event()
         self.reads: list[str] = []
         self.waiting: list[int] = []
-        real, real_wait = _registry.read_checks, _flight.Flight.wait
+        real, real_wait = _files.read_checks, _flight.Flight.wait
 
         def wait(flight: _flight.Flight) -> bool:
             self.waiting.append(1)
