@@ -46,12 +46,14 @@ def configure_from_env() -> None:
     value = os.environ.get(ENV_LOG, "").strip()
     if value and "log" not in _done:
         _done.add("log")
+        import contextlib
         import logging
 
         level = _LEVELS.get(value.lower())
         if level is None:
             msg = "requests_fastssl: %s=%r is not one of debug, info, warning; ignored"
-            _logger().warning(msg, ENV_LOG, value)
+            with contextlib.suppress(Exception):  # (an application's filter may raise)
+                _logger().warning(msg, ENV_LOG, value)
         else:
             handler, logger = logging.StreamHandler(sys.stderr), _logger()
             handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))

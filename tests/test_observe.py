@@ -151,11 +151,13 @@ def test_activation_without_switches_imports_no_logging() -> None:
 
 
 @pytest.mark.urllib3_2
+@pytest.mark.parametrize("switch", ["", "loud"], ids=["no-switch", "unknown-value"])
 def test_a_raising_log_filter_never_reaches_a_request(
-    pki: PKI, make_server: ServerFactory, tmp_path: Path
+    pki: PKI, make_server: ServerFactory, tmp_path: Path, switch: str
 ) -> None:
     """The shim's log lines are its own doing: an application filter that raises on them
-    must not turn a request's stock outcome into an error, nor keep the shim from activating."""
+    must not turn a request's stock outcome into an error, nor keep the shim from activating
+    (nor its warning about a log switch it does not know)."""
     server = make_server()
     code = f"""
 import logging, requests
@@ -173,8 +175,8 @@ for verify in ({str(tmp_path)!r}, {pki.bundle!r}):
         print(type(exc).__name__)
 print(requests_fastssl.status().state.value)
 """
-    shim = _run(code, {})
-    stock = _run(code, {"REQUESTS_FASTSSL_DISABLE": "1"})
+    shim = _run(code, {"REQUESTS_FASTSSL_LOG": switch})
+    stock = _run(code, {"REQUESTS_FASTSSL_LOG": switch, "REQUESTS_FASTSSL_DISABLE": "1"})
     assert shim.returncode == stock.returncode == 0, shim.stderr + stock.stderr
     assert shim.stdout.splitlines()[:2] == stock.stdout.splitlines()[:2] == ["SSLError", "200"]
     assert shim.stdout.splitlines()[2] == "active"
