@@ -34,6 +34,7 @@ class _Session:
     baseline: Stats
     vetoed: bool = False  # the session switched it off for good (and lifts that at the end)
     was_wanted: bool = False  # installed before the session turned it off
+    outer_veto: str | None = None  # an enclosing session's (pytester in-process): kept
 
 
 class FastSSL:
@@ -89,9 +90,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if choice is False:
         if was_wanted:
             _install.uninstall()  # (activated at start-up, before pytest)
-        _install.STATE.veto = VETO
+        outer, _install.STATE.veto = _install.STATE.veto, VETO
         _install.STATE.phase, _install.STATE.reason = "disabled", VETO
-        config.stash[_SESSION] = _Session(False, baseline, vetoed=True, was_wanted=was_wanted)
+        config.stash[_SESSION] = _Session(False, baseline, True, was_wanted, outer)
     elif choice:
         _install.activate()
         config.stash[_SESSION] = _Session(_install.STATE.wanted and not was_wanted, baseline)
@@ -102,7 +103,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is not None and session.installed_here:
         _install.uninstall()  # restore only what we changed
     if session is not None and session.vetoed:
-        _install.STATE.veto = None
+        _install.STATE.veto = session.outer_veto
+        if session.outer_veto is not None:
+            return
         _install.uninstall()
         if session.was_wanted:
             _install.activate()

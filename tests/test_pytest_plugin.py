@@ -114,6 +114,31 @@ def test_precedence(
     assert states(result) == expected
 
 
+def test_an_inner_session_leaves_the_outer_sessions_switch_off_alone(
+    pytester: pytest.Pytester,
+) -> None:
+    """A plugin's own tests run pytest in-process (pytester) inside a session started with
+    --no-fastssl: the inner session's end must not lift the outer session's veto."""
+    pytester.makepyfile(
+        test_nested="""
+        import requests_fastssl
+
+        def test_inner_session(pytester):
+            pytester.makepyfile(test_inner="def test_x():\\n    pass\\n")
+            pytester.runpytest_inprocess("--no-fastssl", "-p", "no:randomly").assert_outcomes(
+                passed=1
+            )
+            requests_fastssl.install()
+            print("STATE", requests_fastssl.status().state.value)
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-s", "-p", "pytester", "-p", "no:randomly", "--no-fastssl"
+    )
+    result.assert_outcomes(passed=1)
+    assert "STATE disabled" in result.stdout.str()
+
+
 def test_the_marker_on_a_module_turns_the_shim_on_for_its_tests_only(
     pytester: pytest.Pytester,
 ) -> None:
