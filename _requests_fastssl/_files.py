@@ -4,20 +4,25 @@ A shared context equals stock's (which reads the CA file, client certificate and
 new connection) only while those files hold what it read, so each new connection stats them
 and compares their bytes (about 25 us for certifi's bundle; a load takes tens of ms): stat
 misses a coarse clock's or a shared mapping's writes, and a read fails where stock's would
-(privileges dropped, no descriptors left). Only ``os.stat``/``open``/``read``/``close`` touch
-the file, as in OpenSSL's load (``open()`` adds an ioctl and an lseek, which a seccomp
-allow-list from stock refuses); whatever they raise, audit hooks included, means "stock".
+(privileges dropped, no descriptors left). Only stat, open, fstat, read and close touch the
+file, as in OpenSSL's load (``open()`` adds an ioctl and an lseek, which a seccomp allow-list
+from stock refuses): a raw ``FileIO``, which owns its descriptor from the moment it exists,
+so an exception at any bytecode closes it (an ``os.open`` number would leak). Whatever they
+raise, an audit hook's own exception class included, means "stock"; only ``MemoryError``
+and ``RecursionError`` propagate, as from stock's own code.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from io import FileIO
 
 __all__ = ["FileChanged", "FileCheck", "openable", "read_checks"]
 
 _PIECE = 65536
 _MOST = 1 << 20
+_STOCKS = (MemoryError, RecursionError)  # what stock's own code raises too: propagated
 
 
 def _identity(path: str) -> tuple[int, ...] | None:
@@ -29,26 +34,22 @@ def _identity(path: str) -> tuple[int, ...] | None:
 
 
 def _read(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY)  # (the flags OpenSSL's fopen("r") uses)
-    try:
+    with FileIO(path, "r") as file:
         pieces = []
-        while piece := os.read(fd, _PIECE):
+        while piece := file.read(_PIECE):
             pieces.append(piece)
         return b"".join(pieces)
-    finally:
-        os.close(fd)
 
 
 def _same(path: str, expected: bytes) -> bool:
     """One read up to ``_MOST`` (one byte more than expected shows growth): each system call
     releases the GIL, and under 300 threads taking it back costs more than the read. Larger
     files in pieces, so that 300 connections never hold 300 copies of a large bundle."""
-    fd = os.open(path, os.O_RDONLY)  # (the flags OpenSSL's fopen("r") uses)
-    try:
+    with FileIO(path, "r") as file:
         offset, size = 0, len(expected)
         while True:
             asked = min(size - offset + 1, _MOST)
-            piece = os.read(fd, asked)
+            piece = file.read(asked)
             if not expected.startswith(piece, offset):  # (a memcmp, no copy)
                 return False
             offset += len(piece)
@@ -56,8 +57,6 @@ def _same(path: str, expected: bytes) -> bool:
                 return False
             if len(piece) < asked:  # (a regular file reads short only at its end)
                 return offset == size
-    finally:
-        os.close(fd)
 
 
 class FileChanged(OSError):
@@ -76,9 +75,9 @@ class FileCheck:
         """Whether the file still holds what was read (False if that cannot be told)."""
         try:
             return _identity(self.path) == self.identity and _same(self.path, self.contents)
-        except RecursionError:  # (a RuntimeError, as stock would raise it)
+        except _STOCKS:
             raise
-        except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
+        except Exception:  # (an audit hook's refusal included, whatever its class)
             return False
 
 
@@ -90,10 +89,10 @@ def openable(paths: tuple[str, ...]) -> bool:
         for path in paths:
             if _identity(path) is None:
                 return False
-            os.close(os.open(path, os.O_RDONLY))
-    except RecursionError:
+            FileIO(path, "r").close()
+    except _STOCKS:
         raise
-    except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
+    except Exception:  # (an audit hook's refusal included, whatever its class)
         return False
     return True
 
@@ -111,8 +110,8 @@ def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
             if _identity(path) != identity:  # changed while read: let stock read it
                 return None
             checks.append(FileCheck(path, identity, contents))
-    except RecursionError:
+    except _STOCKS:
         raise
-    except (OSError, ValueError, RuntimeError):  # (an audit hook's refusal included)
+    except Exception:  # (an audit hook's refusal included, whatever its class)
         return None
     return tuple(checks)

@@ -303,20 +303,24 @@ def test_an_exception_at_every_point_of_the_bookkeeping(
 
 @needs_urllib3_2
 @pytest.mark.subprocess
-def test_an_audit_hook_refusing_the_shims_opens(pki: PKI) -> None:
+@pytest.mark.parametrize("error", ["PermissionError", "Refused"])
+def test_an_audit_hook_refusing_the_shims_opens(pki: PKI, error: str) -> None:
     """An audit hook that refuses Python-level opens of the bundle (stock's loads are
-    OpenSSL's own, which raise no audit event): the shim's file checks fail, the
-    connection goes to stock, and nothing is raised that stock would not raise."""
+    OpenSSL's own, which raise no audit event), with an OSError or with an exception class
+    of its own: the shim's file checks fail, the connection goes to stock, and nothing is
+    raised that stock would not raise."""
     out = run_python(
         _script(
-            """
+            f"""
+            class Refused(Exception):
+                pass
             refused = []
             def hook(event, args):
                 if event == "open" and str(args[0]) == bundle:
                     refused.append(1)
-                    raise PermissionError("refused by policy")
+                    raise {error}("refused by policy")
             sys.addaudithook(hook)
-            codes = [requests.get(url, verify=bundle, headers={"Connection": "close"}).status_code
+            codes = [requests.get(url, verify=bundle, headers={{"Connection": "close"}}).status_code
                      for _ in range(3)]
             print(codes, bool(refused), requests_fastssl.stats().step_aside_reasons)
             """,
