@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import time
+import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -31,7 +32,11 @@ __all__ = ["REGISTRY", "WAIT_SECONDS", "Registry"]
 DEFAULT_MAX_CONTEXTS = 64
 WAIT_SECONDS = 5.0
 _log = logging.getLogger("requests_fastssl")
-_perf_counter = [time.perf_counter]  # (as _flight's clock: no call a mock of stock's would see)
+# The clock for build_seconds as it is at import, unless a test's mock or freezegun is in its
+# place then (it would be called for ever after): a statistic is not worth a foreign call.
+_perf_counter = time.perf_counter
+if type(_perf_counter) is not types.BuiltinFunctionType:
+    _perf_counter = float  # (0.0: build_seconds stays 0)
 Build = Callable[[tuple[FileCheck, ...]], Any]
 _COUNTERS = tuple(
     name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")
@@ -128,7 +133,7 @@ class Registry:
         return flight.result if isinstance(flight.result, Reason) else Reason.FILE_CHANGED
 
     def _build(self, key: Hashable, checks: tuple[FileCheck, ...], build: Build) -> Any:
-        started = _perf_counter[0]()
+        started = _perf_counter()
         try:
             ctx = build(checks)
         except FileChanged:
@@ -151,7 +156,7 @@ class Registry:
             return Reason.FILE_CHANGED
         self.count("contexts_built")
         self.count("ca_loads")
-        self._build_seconds += _perf_counter[0]() - started
+        self._build_seconds += _perf_counter() - started
         self._entries[key] = (ctx, checks)
         self._recent(key)
         self._evict()

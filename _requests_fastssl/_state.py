@@ -14,7 +14,19 @@ if TYPE_CHECKING:
 
     from ._policy import Settings
 
-__all__ = ["LOCK", "STATE"]
+__all__ = ["FORKS", "LOCK", "STATE"]
+
+# Forks so far: a build in flight before a fork has no builder in the child. Counted from
+# activation (start-up, usually), so that a fork handler registered later already sees it.
+FORKS = [0]
+
+
+def _forked() -> None:
+    FORKS[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 class _State:
