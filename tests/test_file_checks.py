@@ -1,11 +1,14 @@
 """Threads arriving during a build wait without reading its files, and only if they can open
-them themselves; the bookkeeping reads no clock a mock of stock's would see."""
+them themselves; the bookkeeping reads no clock a mock of stock's would see, forks leave no
+flight to wait for, and an interrupt anywhere in a file check leaves no descriptor open."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -13,7 +16,7 @@ from unittest import mock
 
 import pytest
 import requests
-from support import PKI, ServerFactory, outcome, stock_and_shim
+from support import PKI, ServerFactory, outcome, run_python, stock_and_shim
 
 import requests_fastssl
 from _requests_fastssl import _files, _flight, _registry
@@ -120,3 +123,119 @@ def test_the_shim_reads_no_clock_stock_does_not(make_server: ServerFactory, pki:
 
 
 CLOSE = {"Connection": "close"}
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("step", ["openable", "_read", "_same"])
+def test_an_interrupt_anywhere_in_a_file_check_leaves_no_descriptor_open(
+    tmp_path: Path, step: str
+) -> None:
+    """KeyboardInterrupt at each line and opcode of the check in turn (a trace hook raises it,
+    as a signal handler would): stock's reads are OpenSSL's, in C, and cannot leak one."""
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_bytes(b"x" * 200_000)
+    calls: dict[str, Callable[[], object]] = {
+        "openable": lambda: _files.openable((str(bundle),)),
+        "_read": lambda: _files._read(str(bundle)),
+        "_same": lambda: _files._same(str(bundle), bundle.read_bytes()),
+    }
+    code = getattr(_files, step).__code__
+
+    def interrupted_at(n: int) -> int:
+        seen = [0]
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event in ("line", "opcode"):
+                seen[0] += 1
+                if seen[0] == n:
+                    raise KeyboardInterrupt
+            return local
+
+        def tracer(frame: Any, event: str, arg: Any) -> Any:
+            if frame.f_code is code:
+                frame.f_trace_opcodes = True
+                return local
+            return None
+
+        sys.settrace(tracer)
+        try:
+            calls[step]()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        return seen[0]
+
+    before = _open_descriptors()
+    points = interrupted_at(10**9)
+    assert points > 10
+    for n in range(1, points + 1):
+        interrupted_at(n)
+        assert _open_descriptors() == before, f"a descriptor left open at point {n}"
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("mode", ["stock", "shim"])
+def test_a_clock_mocked_while_requests_is_imported_is_not_kept(pki: PKI, mode: str) -> None:
+    """A library imports requests lazily, inside a test's ``mock.patch`` of the clocks: after
+    the patch, requests must work as stock does (the shim's bounds and statistics keep no
+    mock, and call none)."""
+    out = run_python(
+        f"""
+        from unittest import mock
+        import requests_fastssl
+        if {mode == "stock"}:
+            requests_fastssl.uninstall()
+        with mock.patch("time.perf_counter", side_effect=[1.0]) as perf_counter, \\
+                mock.patch("time.monotonic", side_effect=[1.0]) as monotonic:
+            import requests
+        from _requests_fastssl.cli.server import HTTPSServer, server_context
+        import trustme
+        ca = trustme.CA()
+        ca.cert_pem.write_to_path({str(pki.directory / "clock-ca.pem")!r})
+        with HTTPSServer(server_context(ca)) as server:
+            got = [requests.get(server.url, verify={str(pki.directory / "clock-ca.pem")!r},
+                                headers={{"Connection": "close"}}).status_code for _ in range(2)]
+        print(got, perf_counter.call_count, monotonic.call_count)
+        """
+    )
+    assert out.strip() == "[200, 200] 0 0"
+
+
+@pytest.mark.subprocess
+def test_a_build_in_flight_at_a_fork_is_stale_in_the_child_for_later_fork_handlers() -> None:
+    """A fork handler registered after activation (most are: activation runs at start-up)
+    that makes a request in the child sees no flight from the parent to wait for."""
+    out = run_python(
+        """
+        import os, threading, warnings
+        warnings.simplefilter("ignore")  # (fork with threads)
+        import requests_fastssl  # (activation, before the handler; the core loads later)
+        seen, flights = [], []
+        os.register_at_fork(after_in_child=lambda: seen.append(flights[0].stale()))
+        from _requests_fastssl._flight import Flight, Token
+        held, release = threading.Event(), threading.Event()
+
+        def builder():
+            token = Token()
+            flights.append(Flight(token, 600.0))
+            held.set()
+            release.wait(60)
+
+        thread = threading.Thread(target=builder)
+        thread.start()
+        held.wait(60)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if seen == [True] else 3)
+        _, status = os.waitpid(pid, 0)
+        in_parent = flights[0].stale()
+        release.set()
+        thread.join()
+        print(os.waitstatus_to_exitcode(status), in_parent)
+        """
+    )
+    assert out.strip() == "0 False"
