@@ -204,3 +204,32 @@ def same_size(a: bytes, b: bytes) -> tuple[bytes, bytes]:
     """Two PEM files padded to one size (OpenSSL ignores text outside the PEM blocks)."""
     size = max(len(a), len(b))
     return a + b"\n" * (size - len(a)), b + b"\n" * (size - len(b))
+
+
+def interrupted_at(n: int, codes: set[Any], call: Callable[[], object]) -> int:
+    """Run ``call`` with ``KeyboardInterrupt`` raised at the n-th line or opcode executed in
+    ``codes`` (a trace hook raises it where a signal handler could); returns how many such
+    points the call passed (all of them for an ``n`` beyond the last)."""
+    seen = [0]
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event in ("line", "opcode"):
+            seen[0] += 1
+            if seen[0] == n:
+                raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code in codes:
+            frame.f_trace_opcodes = True
+            return local
+        return None
+
+    sys.settrace(tracer)
+    try:
+        call()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.settrace(None)
+    return seen[0]

@@ -5,7 +5,6 @@ flight to wait for, and an interrupt anywhere in a file check leaves no descript
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +15,7 @@ from unittest import mock
 
 import pytest
 import requests
-from support import PKI, ServerFactory, outcome, run_python, stock_and_shim
+from support import PKI, ServerFactory, interrupted_at, outcome, run_python, stock_and_shim
 
 import requests_fastssl
 from _requests_fastssl import _files, _flight, _registry
@@ -142,38 +141,12 @@ def test_an_interrupt_anywhere_in_a_file_check_leaves_no_descriptor_open(
         "_read": lambda: _files._read(str(bundle)),
         "_same": lambda: _files._same(str(bundle), bundle.read_bytes()),
     }
-    code = getattr(_files, step).__code__
-
-    def interrupted_at(n: int) -> int:
-        seen = [0]
-
-        def local(frame: Any, event: str, arg: Any) -> Any:
-            if event in ("line", "opcode"):
-                seen[0] += 1
-                if seen[0] == n:
-                    raise KeyboardInterrupt
-            return local
-
-        def tracer(frame: Any, event: str, arg: Any) -> Any:
-            if frame.f_code is code:
-                frame.f_trace_opcodes = True
-                return local
-            return None
-
-        sys.settrace(tracer)
-        try:
-            calls[step]()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            sys.settrace(None)
-        return seen[0]
-
+    codes = {getattr(_files, step).__code__}
     before = _open_descriptors()
-    points = interrupted_at(10**9)
+    points = interrupted_at(10**9, codes, calls[step])
     assert points > 10
     for n in range(1, points + 1):
-        interrupted_at(n)
+        interrupted_at(n, codes, calls[step])
         assert _open_descriptors() == before, f"a descriptor left open at point {n}"
 
 

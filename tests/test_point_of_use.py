@@ -24,7 +24,15 @@ import pytest
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
-from support import PKI, ROOT, ServerFactory, run_python, session_with, stock_and_shim
+from support import (
+    PKI,
+    ROOT,
+    ServerFactory,
+    interrupted_at,
+    run_python,
+    session_with,
+    stock_and_shim,
+)
 
 import requests_fastssl
 from _requests_fastssl import _policy
@@ -255,30 +263,10 @@ def test_an_exception_at_every_point_of_the_bookkeeping(
     }  # fmt: skip
 
     def run_with_interrupt_at(n: int) -> int:
-        seen_points = [0]
-
-        def local(frame: Any, event: str, arg: Any) -> Any:
-            if event in ("line", "opcode"):
-                seen_points[0] += 1
-                if seen_points[0] == n:
-                    raise KeyboardInterrupt
-            return local
-
-        def tracer(frame: Any, event: str, arg: Any) -> Any:
-            if frame.f_code in codes:
-                frame.f_trace_opcodes = True
-                return local
-            return None
-
         requests_fastssl.clear()
-        sys.settrace(tracer)
-        try:
-            requests.get(server.url, verify=pki.bundle, headers=CLOSE)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            sys.settrace(None)
-        return seen_points[0]
+        return interrupted_at(
+            n, codes, lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE)
+        )
 
     def fetch(into: list[int]) -> None:
         into.append(requests.get(server.url, verify=pki.bundle, headers=CLOSE).status_code)
