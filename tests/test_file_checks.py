@@ -152,7 +152,7 @@ def test_an_interrupt_anywhere_in_a_file_check_leaves_no_descriptor_open(
     codes = {getattr(_files, step).__code__}
     before = _open_descriptors()
     points = interrupted_at(10**9, codes, calls[step])
-    assert points > 10
+    assert points > 3  # (the hook saw the function: 6 points on 3.14, more on 3.11)
     for n in range(1, points + 1):
         interrupted_at(n, codes, calls[step])
         assert _open_descriptors() == before, f"a descriptor left open at point {n}"
