@@ -17,7 +17,8 @@ from typing import Any
 
 from ._errors import FrozenContextError
 from ._files import FileChanged, FileCheck
-from ._policy import GENUINE_CONTEXT
+from ._genuine import GENUINE_CONTEXT
+from ._policy import Aside, Reason, StockError
 
 __all__ = ["FrozenContext", "build"]
 
@@ -106,24 +107,51 @@ def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
     )
 
 
+def _stock(step: Any, *args: Any, wrap: Any = None) -> Any:
+    """One of stock's own steps: what it raises is the connection's error, as stock raises it
+    (``wrap``: urllib3's conversion of a load's OSError). MemoryError, RecursionError and
+    anything not an Exception propagate as they are, as from stock's code."""
+    try:
+        return step(*args)
+    except (MemoryError, RecursionError):
+        raise
+    except OSError as exc:
+        if wrap is None:
+            raise StockError(exc) from None
+        error = wrap(exc)
+        error.__cause__ = exc
+        raise StockError(error) from None
+    except Exception as exc:
+        raise StockError(exc) from None
+
+
 def build(
     inputs: Mapping[str, Any],
     connection: types.ModuleType,
     ssl_: types.ModuleType,
+    alpn: tuple[Any, ...],
     ca_check: FileCheck | None,
     checks: tuple[FileCheck, ...] = (),
 ) -> ssl.SSLContext:
-    """A frozen context made as urllib3's set-up makes one for ``inputs`` (raises as it would)."""
-    cert_reqs = connection.resolve_cert_reqs(inputs["cert_reqs"])
-    ctx: ssl.SSLContext = connection.create_urllib3_context(
-        ssl_version=connection.resolve_ssl_version(inputs["ssl_version"]),
-        ssl_minimum_version=inputs["ssl_minimum_version"],
-        ssl_maximum_version=inputs["ssl_maximum_version"],
-        cert_reqs=cert_reqs,
+    """A frozen context made as urllib3's set-up makes one for ``inputs``, in stock's order;
+    an error of one of stock's steps is raised as ``StockError``, anything else of ours means
+    stock for this connection. ``alpn`` is the list the key was made with."""
+    version = _stock(connection.resolve_ssl_version, inputs["ssl_version"])
+    cert_reqs = _stock(connection.resolve_cert_reqs, inputs["cert_reqs"])
+    bounds = (inputs["ssl_minimum_version"], inputs["ssl_maximum_version"])
+    ctx: ssl.SSLContext = _stock(
+        lambda: connection.create_urllib3_context(
+            ssl_version=version,
+            ssl_minimum_version=bounds[0],
+            ssl_maximum_version=bounds[1],
+            cert_reqs=cert_reqs,
+        )
     )
     if type(ctx) is not GENUINE_CONTEXT:
         raise TypeError(f"urllib3 made a {type(ctx).__qualname__}, not an ssl.SSLContext")
-    ctx.verify_mode = cert_reqs
+    if ctx.keylog_filename is not None:  # (SSLKEYLOGFILE set after the key was made)
+        raise Aside(Reason.SETTINGS_CHANGED)
+    _stock(setattr, ctx, "verify_mode", cert_reqs)
     assert_hostname, assert_fingerprint = inputs["assert_hostname"], inputs["assert_fingerprint"]
     if (
         assert_fingerprint
@@ -132,24 +160,24 @@ def build(
         or ssl_.IS_PYOPENSSL
         or not ssl_.HAS_NEVER_CHECK_COMMON_NAME
     ):
-        ctx.check_hostname = False
+        _stock(setattr, ctx, "check_hostname", False)
     ca_certs, ca_dir, ca_data = inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"]
     if not ca_certs and not ca_dir and not ca_data:
-        ctx.load_default_certs()
+        _stock(ctx.load_default_certs)
     else:
-        ctx.load_verify_locations(ca_certs, ca_dir, ca_data)
+        _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)
         if ca_check is not None and not _same_store(ctx, ca_check):
             raise FileChanged(f"{ca_certs} held other contents while it was loaded")
     key_file, cert_file, password = inputs["key_file"], inputs["cert_file"], inputs["key_password"]
-    if key_file and password is None and ssl_._is_key_file_encrypted(key_file):
-        raise ssl.SSLError("Client private key is encrypted, password is required")
+    if key_file and password is None and _stock(ssl_._is_key_file_encrypted, key_file):
+        error = ssl_.SSLError("Client private key is encrypted, password is required")
+        raise StockError(error)
     if password is None and any(b"ENCRYPTED" in check.contents for check in checks):
         # OpenSSL would ask for the passphrase (on the terminal), as stock does per connection.
         raise ssl.SSLError("an encrypted key without a password: left to stock")
     if cert_file:
-        ctx.load_cert_chain(cert_file, key_file, *(() if password is None else (password,)))
-    alpn = list(ssl_.ALPN_PROTOCOLS)
-    ctx.set_alpn_protocols(alpn)
+        _stock(ctx.load_cert_chain, cert_file, key_file, *(() if password is None else (password,)))
+    _stock(ctx.set_alpn_protocols, list(alpn))
     # urllib3 reads this from a context it is given (and decides itself for one it made):
     # PyPy hard-codes True, which would accept a certificate naming the host only in its CN.
     if getattr(ctx, "hostname_checks_common_name", False) is not False:

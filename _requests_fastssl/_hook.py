@@ -11,7 +11,9 @@ import logging
 from typing import Any
 
 from . import _contexts, _owned, _policy
-from ._policy import Reason
+from ._errors import FrozenContextError
+from ._genuine import is_genuine_function
+from ._policy import Aside, Reason, StockError
 from ._registry import REGISTRY
 from ._state import STATE
 
@@ -28,7 +30,8 @@ _LOADED = dict.fromkeys(
 
 
 def shared_context(inputs: dict[str, Any]) -> Any:
-    """The shared context for these inputs, or the Reason for stock; never raises ``_BUGS``."""
+    """The shared context for these inputs, the Reason for stock, or the ``StockError`` whose
+    error this connection raises (stock's own load failed in its build); never raises ``_BUGS``."""
     settings = STATE.settings
     if settings is None:
         return Reason.INTERNAL_ERROR
@@ -36,13 +39,20 @@ def shared_context(inputs: dict[str, Any]) -> Any:
         decision = _policy.decide(inputs, settings)
         if isinstance(decision, Reason):
             return decision
-        key, paths = decision
 
         def build(checks: Any) -> Any:
             ca_check = checks[0] if inputs["ca_certs"] else None
-            return _contexts.build(inputs, settings.connection, settings.ssl_, ca_check, checks)
+            connection, ssl_ = settings.connection, settings.ssl_
+            ctx = _contexts.build(inputs, connection, ssl_, decision.alpn, ca_check, checks)
+            # Built from the key's own reading where it could be (ALPN); the rest (the
+            # factory's module, the environment) is read again: published only if unchanged.
+            if _policy.decide(inputs, settings) != decision:
+                raise Aside(Reason.SETTINGS_CHANGED)
+            return ctx
 
-        return REGISTRY.get(key, paths, build)
+        return REGISTRY.get(decision.key, decision.paths, build)
+    except StockError as failed:
+        return failed
     except RecursionError:  # (a RuntimeError, but stock's own code would raise it too)
         raise
     except _BUGS:
@@ -51,7 +61,13 @@ def shared_context(inputs: dict[str, Any]) -> Any:
 
 
 def set_up_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    if not STATE.active:
+    settings = STATE.settings
+    if not STATE.active or settings is None:
+        return wrapped(*args, **kwargs)
+    if not is_genuine_function(wrapped, settings.connection):
+        # Another library's layer below ours (or a replacement): it gets the caller's inputs,
+        # as without the shim; rewritten ones would defeat what it does with them.
+        REGISTRY.step_aside(Reason.LAYER_BELOW)
         return wrapped(*args, **kwargs)
     if len(args) == 1 and "sock" not in kwargs:  # (the proxy leg passes the socket so)
         kwargs["sock"], args = args[0], ()
@@ -61,14 +77,23 @@ def set_up_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         ctx = shared_context({"tls_in_tls": False, **kwargs})
     if ctx is Reason.OWN_CONTEXT:
         return _given(wrapped, kwargs)
+    if isinstance(ctx, StockError):
+        raise ctx.error  # what stock's set-up raises for this connection, at the same call
     if isinstance(ctx, Reason):
         REGISTRY.step_aside(ctx)
         return wrapped(*args, **kwargs)
     REGISTRY.enter(ctx)
     try:
         return wrapped(**{**kwargs, **_LOADED, "ssl_context": ctx})
+    except FrozenContextError:
+        # urllib3 wrote a setting the context does not hold: one changed after the decision
+        # (ALPN switched by another thread). Its writes all come before the socket is used.
+        if kwargs["sock"].fileno() < 0:  # (used after all: stock could not start over)
+            raise
     finally:
         REGISTRY.leave(ctx)
+    REGISTRY.step_aside(Reason.SETTINGS_CHANGED)
+    return wrapped(**kwargs)
 
 
 def _given(wrapped: Any, kwargs: dict[str, Any]) -> Any:

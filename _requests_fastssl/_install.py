@@ -62,9 +62,12 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
         not isinstance(max_contexts, int) or isinstance(max_contexts, bool) or max_contexts < 1
     ):
         raise ValueError(f"max_contexts must be a positive int, not {max_contexts!r}")
-    _observe.configure_from_env()
-    wait_for_import, was_active = False, STATE.active
+    if disabled_by_env() is None:  # (the kill switch turns every other switch off too)
+        _observe.configure_from_env()
+    wait_for_import = False
     with _lock:
+        _notice_detached()
+        was_active = STATE.active
         if max_contexts is not None:
             STATE.max_contexts = max_contexts
             registry = sys.modules.get("_requests_fastssl._registry")
@@ -115,9 +118,9 @@ def uninstall() -> Status:
 
             kept = []
             for owner, name, handle in STATE.handles:
-                try:
-                    wrapt.unwrap_object(owner, name, handle)
-                except (wrapt.WrapperNotOutermostError, wrapt.WrapperNotFoundError) as exc:
+                try:  # (ours alone, found by identity: spliced out from under wrapt layers)
+                    wrapt.unwrap_object(owner, name, handle, missing_ok=True)
+                except wrapt.WrapperNotOutermostError as exc:
                     _debug("requests_fastssl: leaving an inactive wrapper on %s: %s", name, exc)
                     kept.append((owner, name, handle))
             STATE.handles = kept
@@ -138,7 +141,51 @@ def status() -> Status:
     from ._status import State, Status
 
     with _lock:
+        _notice_detached()
         return Status(State(STATE.phase), STATE.reason)
+
+
+def _in_chain(current: Any, handle: Any) -> bool | None:
+    """Whether ``handle`` is in the chain of layers from ``current`` down (each layer's
+    ``__wrapped__``, wrapt's and functools.wraps' alike), by identity; None: the bottom is
+    what ``handle`` wraps, without it (someone took our layer out)."""
+    inner = handle.__wrapped__
+    for _ in range(64):
+        if current is handle:
+            return True
+        if current is inner:
+            return None
+        current = getattr(current, "__wrapped__", None)
+        if current is None:
+            return False
+    return False
+
+
+def _notice_detached() -> None:
+    """With the lock: if another library removed our layer (an unwrap of the same function)
+    or urllib3's module was reloaded, nothing calls us any more: say so, and let install()
+    wrap again. (Called by status() and install(); the wrapper itself never looks.)"""
+    if not STATE.active:
+        return
+    for owner, name, handle in STATE.handles:
+        try:
+            found = _in_chain(getattr(owner, name, None), handle)
+        except Exception:  # (a layer whose attributes raise: it cannot be told)
+            found = False
+        if found:
+            continue
+        where = f"{getattr(owner, '__name__', owner)}.{name}"
+        STATE.reason = (
+            f"another library removed the shim's layer from {where} (an unwrap of the same "
+            "function); install() wraps again"
+            if found is None
+            else f"{where} is no longer the function the shim wrapped (its module was reloaded, "
+            "or it was replaced); install() wraps again"
+        )
+        STATE.handles = [h for h in STATE.handles if h[2] is not handle]
+        STATE.active = STATE.wanted = False
+        STATE.phase = "not-installed"
+        _debug("requests_fastssl: %s", STATE.reason)
 
 
 def stats() -> Stats:

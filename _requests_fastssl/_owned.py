@@ -12,7 +12,7 @@ import weakref
 from typing import Any
 
 from ._files import FileCheck, read_checks
-from ._policy import GENUINE_CONTEXT
+from ._genuine import GENUINE_CONTEXT
 
 __all__ = ["loaded_already", "note_loaded"]
 

@@ -11,9 +11,11 @@ import os
 import ssl
 import types
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["GENUINE_CONTEXT", "INPUTS", "Reason", "decide", "is_genuine_function"]
+from ._genuine import GENUINE_CONTEXT, genuine_unpatched, is_genuine_function
+
+__all__ = ["INPUTS", "Aside", "Decision", "Reason", "Settings", "StockError", "decide"]
 
 
 class Reason(enum.Enum):
@@ -53,6 +55,16 @@ class Reason(enum.Enum):
         "urllib3-replaced",
         "create_urllib3_context or ssl_wrap_socket is not "
         "urllib3's own function (a wrapper or a replacement may do anything)",
+    )
+    LAYER_BELOW = (
+        "layer-below",
+        "what the shim calls is not urllib3's own set-up but another layer "
+        "(an APM's or a start-up hook's wrapper): it gets the caller's inputs untouched",
+    )
+    SETTINGS_CHANGED = (
+        "settings-changed",
+        "a urllib3 setting or the environment changed while the "
+        "context was built or used (ALPN switched by another thread): stock for this connection",
     )
     SSL_VERSION = (
         "ssl-version",
@@ -102,6 +114,24 @@ class Reason(enum.Enum):
         return self.code
 
 
+class Aside(Exception):
+    """A build's own finding (not stock's error): this connection goes to stock for ``reason``,
+    and nothing is remembered."""
+
+    def __init__(self, reason: Reason) -> None:
+        super().__init__(reason.code)
+        self.reason = reason
+
+
+class StockError(Exception):
+    """One of stock's own steps raised ``error`` while a connection's build ran it: that
+    connection raises it, as stock's set-up would have (waiting threads take their own path)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
 # The keyword arguments of urllib3 2.x's _ssl_wrap_socket_and_match_hostname, every one of
 # them an input of the context or of the checks after the handshake. A urllib3 whose
 # function takes others is not patched (_install).
@@ -110,40 +140,6 @@ INPUTS = frozenset((
     "cert_file", "key_file", "key_password", "ca_certs", "ca_cert_dir", "ca_cert_data",
     "assert_hostname", "assert_fingerprint", "server_hostname", "ssl_context", "tls_in_tls",
 ))  # fmt: skip
-
-
-def _genuine_context_class() -> type:
-    """The standard library's SSLContext: the subclass of the C type that ssl.py defines, not
-    what ``ssl.SSLContext`` names now (gevent, eventlet, applications put stateful ones there)."""
-    import _ssl
-
-    for cls in _ssl._SSLContext.__subclasses__():
-        init = cls.__dict__.get("__new__")
-        code = getattr(getattr(init, "__func__", init), "__code__", None)
-        if cls.__module__ == "ssl" and getattr(code, "co_filename", None) == ssl.__file__:
-            return cls
-    raise ImportError("the standard library's ssl.SSLContext was not found")
-
-
-GENUINE_CONTEXT = _genuine_context_class()
-# Its namespace as ssl.py left it: methods patched onto the class (mock.patch.object, a
-# tracer, a green library) run once per build instead of once per connection, so a class
-# whose namespace differs is left to stock.
-_GENUINE_NAMESPACE = tuple(GENUINE_CONTEXT.__dict__.items())
-
-
-def _genuine_unpatched() -> bool:
-    ns = GENUINE_CONTEXT.__dict__
-    return len(ns) == len(_GENUINE_NAMESPACE) and all(ns.get(n) is v for n, v in _GENUINE_NAMESPACE)
-
-
-def is_genuine_function(func: Any, module: types.ModuleType) -> bool:
-    """Whether ``func`` is a plain function of ``module``'s own file (no wrapper or partial)."""
-    return (
-        type(func) is types.FunctionType
-        and func.__code__.co_filename == getattr(module, "__file__", None)
-        and func.__module__ == module.__name__
-    )
 
 
 def _frozen(value: Any) -> Hashable:
@@ -178,19 +174,22 @@ class Settings:
             name for name in factory.__code__.co_names if name in factory.__globals__
         )
 
-    def snapshot(self) -> Reason | tuple[Hashable, ...]:
+    def snapshot(self) -> Reason | tuple[tuple[Hashable, ...], tuple[Any, ...]]:
+        """The settings' part of the key, and the ALPN list it holds: one reading, which the
+        build uses too (a list switched meanwhile must not be built under this key)."""
         connection, ssl_ = self.connection, self.ssl_
         factory, wrap = connection.create_urllib3_context, connection.ssl_wrap_socket
         if not (is_genuine_function(factory, ssl_) and is_genuine_function(wrap, ssl_)):
             return Reason.URLLIB3_REPLACED
         if ssl_.SSLContext is not GENUINE_CONTEXT or ssl_.IS_PYOPENSSL:
             return Reason.CONTEXT_CLASS
-        if not _genuine_unpatched():
+        if not genuine_unpatched():
             return Reason.CONTEXT_PATCHED
         if "SSLKEYLOGFILE" in os.environ:
             return Reason.KEY_LOG
         space = factory.__globals__
         try:
+            alpn = tuple(ssl_.ALPN_PROTOCOLS)  # (one copy: a list changed in place stays apart)
             return (
                 factory,
                 _frozen(factory.__defaults__),
@@ -198,9 +197,9 @@ class Settings:
                 connection.resolve_cert_reqs,
                 connection.resolve_ssl_version,
                 ssl_.HAS_NEVER_CHECK_COMMON_NAME,
-                _frozen(ssl_.ALPN_PROTOCOLS),
+                _frozen(alpn),
                 *(_frozen(space.get(name)) for name in self.factory_globals),
-            )
+            ), alpn
         except TypeError:
             return Reason.UNHASHABLE_SETTING
 
@@ -215,9 +214,16 @@ def _deprecated(version: Any) -> bool:
         return False  # (unhashable: the key steps aside for it)
 
 
-def decide(
-    inputs: Mapping[str, Any], settings: Settings
-) -> Reason | tuple[tuple[Hashable, ...], tuple[str, ...]]:
+class Decision(NamedTuple):
+    """What one connection set-up shares: its registry key, the files to check, and the ALPN
+    list read with the key (the build sets that list, not whatever the module holds then)."""
+
+    key: tuple[Hashable, ...]
+    paths: tuple[str, ...]
+    alpn: tuple[Any, ...]
+
+
+def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
     """The registry key and the files to check for one connection set-up, or why stock."""
     if settings.urllib3_1:
         return Reason.URLLIB3_1
@@ -233,9 +239,10 @@ def decide(
     cert_file, key_file, password = inputs["cert_file"], inputs["key_file"], inputs["key_password"]
     if callable(password):
         return Reason.KEY_PASSWORD_CALLABLE
-    snapshot = settings.snapshot()
-    if isinstance(snapshot, Reason):
-        return snapshot
+    taken = settings.snapshot()
+    if isinstance(taken, Reason):
+        return taken
+    snapshot, alpn = taken
     files = [ca_certs] if ca_certs else []
     if not (ca_certs or ca_dir or ca_data):
         # Stock loads the system store (load_default_certs). Its directory is read lazily,
@@ -269,4 +276,4 @@ def decide(
         hash(key)
     except TypeError:
         return Reason.UNHASHABLE_SETTING
-    return key, tuple(files)
+    return Decision(key, tuple(files), alpn)

@@ -24,7 +24,7 @@ from typing import Any
 from ._files import FileChanged, FileCheck, openable, read_checks
 from ._flight import Flight, Token
 from ._observe import first_step_aside
-from ._policy import Reason
+from ._policy import Aside, Reason, StockError
 from ._status import Stats
 
 __all__ = ["REGISTRY", "WAIT_SECONDS", "Registry"]
@@ -139,6 +139,13 @@ class Registry:
         except FileChanged:
             self.count("build_failures")
             return Reason.FILE_CHANGED
+        except Aside as aside:
+            self.count("build_failures")
+            return aside.reason
+        except StockError:  # (raised by this connection, as stock; waiters go to stock)
+            self.count("build_failures")
+            self._remember_failure(key, checks)
+            raise
         except RecursionError:  # (a RuntimeError)
             raise
         except (OSError, ValueError, TypeError, RuntimeError) as exc:
@@ -146,10 +153,7 @@ class Registry:
             # stock's). Stock raises its own error for this connection: ours is a debug line.
             _log.debug("requests_fastssl: building a context failed (%r); stock handles it", exc)
             self.count("build_failures")
-            if checks:  # (with no file to watch, a failure could never be found healed)
-                self._failed[key] = checks
-                while len(self._failed) > self._max:
-                    self._failed.popitem(last=False)
+            self._remember_failure(key, checks)
             return Reason.BUILD_FAILED
         if not all(check.unchanged() for check in checks):
             self.count("build_failures")
@@ -161,6 +165,12 @@ class Registry:
         self._recent(key)
         self._evict()
         return ctx
+
+    def _remember_failure(self, key: Hashable, checks: tuple[FileCheck, ...]) -> None:
+        if checks:  # (with no file to watch, a failure could never be found healed)
+            self._failed[key] = checks
+            while len(self._failed) > self._max:
+                self._failed.popitem(last=False)
 
     # Counts: `d[k] += 1` on a str-keyed dict runs no Python code and never switches threads,
     # so no increment is lost to a race; one interrupted by an exception is simply not made.

@@ -37,7 +37,7 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
     from requests.models import PreparedRequest
 
     from ._hook import shared_context
-    from ._policy import INPUTS, Reason
+    from ._policy import INPUTS, Reason, StockError
     from ._registry import REGISTRY
 
     if not STATE.active:
@@ -59,6 +59,10 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         if ctx is Reason.NOT_A_FILE or ctx is Reason.BUILD_FAILED:
             # What the request would raise: stock's own set-up, on a socket-less call.
             _stock_error(inputs)
+        if isinstance(ctx, StockError):  # (the build's own load failed, as the request's would)
+            from requests.exceptions import SSLError
+
+            raise SSLError(ctx.error) from ctx.error
         if isinstance(ctx, Reason):
             REGISTRY.step_aside(ctx)  # counted (and logged once) as the request's would be
             return False

@@ -65,7 +65,7 @@ from urllib3.util.ssl_ import create_urllib3_context
 
 import requests_fastssl
 from _requests_fastssl import _contexts
-from _requests_fastssl._policy import GENUINE_CONTEXT
+from _requests_fastssl._genuine import GENUINE_CONTEXT
 from _requests_fastssl._registry import REGISTRY
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 

@@ -35,7 +35,7 @@ from support import (
 )
 
 import requests_fastssl
-from _requests_fastssl import _policy
+from _requests_fastssl import _genuine
 from _requests_fastssl._registry import REGISTRY
 
 CLOSE = {"Connection": "close"}
@@ -403,9 +403,9 @@ def test_a_replaced_ssl_context_class_is_left_to_stock(
 
 
 def test_the_genuine_class_is_found_by_its_definition() -> None:
-    assert _policy.GENUINE_CONTEXT.__module__ == "ssl"
-    assert _policy.GENUINE_CONTEXT.__bases__[0].__name__ == "_SSLContext"
-    assert _policy.GENUINE_CONTEXT is not _StatefulContext
+    assert _genuine.GENUINE_CONTEXT.__module__ == "ssl"
+    assert _genuine.GENUINE_CONTEXT.__bases__[0].__name__ == "_SSLContext"
+    assert _genuine.GENUINE_CONTEXT is not _StatefulContext
 
 
 # --- found by an attack on this design ------------------------------------------------------

@@ -727,7 +727,7 @@ def test_r10_no_class_but_the_standard_librarys_is_shared(
     import truststore
     import urllib3.util.ssl_
 
-    from _requests_fastssl._policy import GENUINE_CONTEXT
+    from _requests_fastssl._genuine import GENUINE_CONTEXT
 
     class Lookalike(ssl.SSLContext):  # named like the standard library's, but not it
         __module__ = "ssl"

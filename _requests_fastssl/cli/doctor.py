@@ -148,6 +148,11 @@ def _one_request(request: dict[str, Any], active: bool) -> bool:
             else "one built earlier in this process"
         )
         print(f"shared: yes, {delta.connections} TLS connection(s) used a shared context ({built})")
+    elif delta.build_failures:
+        print(
+            "shared: no, building its context raised stock's own error (the request raised it, "
+            "as stock requests does); fix the files"
+        )
     else:
         print("shared: no TLS connection was made (the request failed before, or was not HTTPS)")
     return ok
