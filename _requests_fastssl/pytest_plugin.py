@@ -5,15 +5,19 @@ neither requests, nor ssl, nor wrapt.
 Precedence, highest first (docs/usage.md has the table, tests/test_pytest_plugin.py runs it):
 REQUESTS_FASTSSL_DISABLE; ``--no-fastssl``, final (imports, ``install()``, the fixture and
 the marker change nothing); ``--fastssl``; ``fastssl = false`` in the ini file, final too, or
-``true``; the fixture or marker, on for one test; otherwise pytest runs as without the plugin.
+``true``; the fixture or marker, on for one test; otherwise pytest runs as without the plugin
+(no autouse fixture: the marker is a hook). An option, ini key or marker the project defines
+itself stays the project's: the plugin adds none of its own by that name, and says so once in
+the header.
 """
 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -55,34 +59,75 @@ class FastSSL:
         return _install.status()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+# Per pytest run (its Parser): which of our option names and ini key were added, and the
+# project's own ones they would have collided with.
+_ADDED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_COLLISIONS: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+_OWN_MARKER = pytest.StashKey[bool]()
+_ITEM = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    # Added once the project's initial conftests have added theirs (below), so that a project
+    # with its own --fastssl keeps it; a plugin registered by a conftest comes after them.
+    if getattr(pluginmanager, "_conftest_plugins", None):
+        _add_options(parser)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(parser: pytest.Parser) -> Iterator[None]:
+    try:
+        return (yield)
+    finally:
+        _add_options(parser)
+
+
+def _add_options(parser: pytest.Parser) -> None:
+    if parser in _ADDED:
+        return
+    added: set[str] = set()
+    _ADDED[parser], _COLLISIONS[parser] = added, []
+    groups = [*getattr(parser, "_groups", []), getattr(parser, "_anonymous", None)]
+    taken = {name for g in groups for o in getattr(g, "options", []) for name in o.names()}
     group = parser.getgroup("requests_fastssl", "requests-fastssl")
-    group.addoption(
-        "--fastssl",
-        action="store_true",
-        default=None,
-        help="share SSLContexts between connections for the whole session (requests-fastssl)",
-    )
-    group.addoption(
-        "--no-fastssl",
-        action="store_false",
-        dest="fastssl",
-        help="requests stays stock for the whole session, whatever else asks (final)",
-    )
-    parser.addini(
-        "fastssl",
-        type="bool",
-        default=None,  # not set: neither on nor off
-        help="requests-fastssl on (true) or off, finally (false), for the whole session",
-    )
+    options = (
+        ("--fastssl", "store_true", "share SSLContexts between connections for the whole "
+         "session (requests-fastssl)"),
+        ("--no-fastssl", "store_false", "requests stays stock for the whole session, whatever "
+         "else asks (final)"),
+    )  # fmt: skip
+    for name, action, text in options:
+        if name in taken:
+            _COLLISIONS[parser].append(f"option {name}")
+            continue
+        group.addoption(name, action=action, dest="requests_fastssl", default=None, help=text)
+        added.add(name)
+    if "fastssl" in getattr(parser, "_inidict", {}):
+        _COLLISIONS[parser].append("ini option fastssl")
+    else:
+        parser.addini(
+            "fastssl",
+            type="bool",
+            default=None,  # not set: neither on nor off
+            help="requests-fastssl on (true) or off, finally (false), for the whole session",
+        )
+        added.add("ini")
 
 
+@pytest.hookimpl(trylast=True)  # (after the project's own pytest_configure hooks)
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "fastssl: the requests-fastssl shim on for this test (or module, class)"
-    )
-    choice = config.getoption("fastssl")
-    if choice is None and config.getini("fastssl") is not None:
+    added = _ADDED.get(config._parser, set())
+    declared = [line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")]
+    own_marker = "fastssl" not in declared
+    config.stash[_OWN_MARKER] = own_marker
+    if own_marker:
+        config.addinivalue_line(
+            "markers", "fastssl: the requests-fastssl shim on for this test (or module, class)"
+        )
+    else:
+        _COLLISIONS.setdefault(config._parser, []).append("marker fastssl")
+    choice = config.getoption("requests_fastssl", None) if added - {"ini"} else None
+    if choice is None and "ini" in added and config.getini("fastssl") is not None:
         choice = bool(config.getini("fastssl"))
     if choice is None:
         return  # nothing asked: not even the registry (it imports ssl) is loaded
@@ -96,6 +141,17 @@ def pytest_configure(config: pytest.Config) -> None:
     elif choice:
         _install.activate()
         config.stash[_SESSION] = _Session(_install.STATE.wanted and not was_wanted, baseline)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The one notice of a name the project uses itself: the project's stays in charge."""
+    collisions = _COLLISIONS.get(config._parser, [])
+    if not collisions:
+        return []
+    return [
+        f"requests-fastssl warning: this project defines its own {', '.join(collisions)}; "
+        "the plugin leaves it to the project (the fastssl fixture still works)"
+    ]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -151,9 +207,23 @@ def fastssl() -> Iterator[FastSSL]:
         yield view
 
 
-@pytest.fixture(autouse=True)
-def _fastssl_marker(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The ``fastssl`` marker: what the fixture does, for a marked test, class or module."""
-    marked = request.node.get_closest_marker("fastssl") is not None
-    with _on_for_one_test() if marked else contextlib.nullcontext():
-        yield
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """The ``fastssl`` marker: what the fixture does, for a marked test, class or module; a
+    hook, not an autouse fixture, so that unmarked tests see nothing of the plugin."""
+    if item.config.stash.get(_OWN_MARKER, False) and item.get_closest_marker("fastssl"):
+        stack = contextlib.ExitStack()
+        item.stash[_ITEM] = stack  # (closed at teardown, however setup ends)
+        stack.enter_context(_on_for_one_test())
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    try:
+        return (yield)
+    finally:
+        stack = item.stash.get(_ITEM, None)
+        if stack is not None:
+            del item.stash[_ITEM]
+            stack.close()

@@ -274,3 +274,72 @@ def test_disabling_the_plugin_removes_the_fixture(pytester: pytest.Pytester) -> 
     result = pytester.runpytest_subprocess("-p", "no:requests_fastssl")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*fixture 'fastssl' not found*"])
+
+
+# --- a project's own names: the project stays in charge (issue 26) -----------------------------
+
+_PROJECT_OPTION = """
+def pytest_addoption(parser):
+    parser.addoption("--fastssl", action="store_true", help="the project's own switch")
+
+def pytest_configure(config):
+    config.project_fastssl = config.getoption("fastssl")
+"""
+
+
+def test_a_projects_own_fastssl_option_stays_the_projects(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(_PROJECT_OPTION)
+    pytester.makepyfile(
+        test_inner=INNER + "\ndef test_project_option(request):\n"
+        "    print(f'\\nPROJECT={request.config.project_fastssl}')\n"
+    )
+    result = pytester.runpytest_subprocess("-s", "--fastssl")
+    result.assert_outcomes(passed=5)
+    assert "PROJECT=True" in result.outlines
+    # the plugin's --fastssl is not added: the project's flag does not turn the shim on
+    assert states(result) == row(NONE, ON, ON, NONE)
+    header = [line for line in result.outlines if line.startswith("requests-fastssl warning")]
+    assert len(header) == 1
+    assert "option --fastssl" in header[0]
+    # --no-fastssl did not collide: it is still the plugin's, and final
+    off = pytester.runpytest_subprocess("-s", "--no-fastssl")
+    assert states(off) == row(OFF, OFF, OFF, OFF)
+
+
+def test_a_projects_own_fastssl_marker_does_not_turn_the_shim_on(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nmarkers =\n    fastssl: the project's own meaning\n")
+    pytester.makepyfile(test_inner=INNER)
+    result = pytester.runpytest_subprocess("-s", "--strict-markers")
+    result.assert_outcomes(passed=4)
+    assert states(result) == row(NONE, ON, NONE, NONE)
+    assert sum("marker fastssl" in line for line in result.outlines) == 1
+
+
+def test_a_projects_own_fastssl_ini_key_stays_the_projects(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        "def pytest_addoption(parser):\n"
+        "    parser.addini('fastssl', 'the project own setting', default='x')\n"
+    )
+    pytester.makeini("[pytest]\nfastssl = anything\n")
+    pytester.makepyfile(
+        test_inner=INNER + "\ndef test_ini(request):\n    assert "
+        "request.config.getini('fastssl') == 'anything'\n"
+    )
+    result = pytester.runpytest_subprocess("-s")
+    result.assert_outcomes(passed=5)
+    assert states(result) == row(NONE, ON, ON, NONE)
+
+
+def test_a_run_that_does_not_ask_sees_no_fixture_of_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_inner="def test_names(request):\n"
+        "    print('\\nNAMES=' + ','.join(request.fixturenames))\n"
+    )
+    with_plugin = pytester.runpytest_subprocess("-s")
+    without = pytester.runpytest_subprocess("-s", "-p", "no:requests_fastssl")
+    names = [
+        [line for line in r.outlines if line.startswith("NAMES=")] for r in (with_plugin, without)
+    ]
+    assert names[0] == names[1] == ["NAMES=request"]
