@@ -190,3 +190,69 @@ def test_run_refuses_bad_input(args: list[str], code: int, message: str) -> None
 def test_run_passes_the_exit_status_through() -> None:
     proc = run(sys.executable, "-c", "raise SystemExit(7)")
     assert proc.returncode == 7
+
+
+# --- switches final, children left alone (issue 26, item 6) ------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["import", "run"])
+def test_the_kill_switch_turns_every_other_switch_off(
+    mode: str, pki: PKI, make_server: ServerFactory
+) -> None:
+    """Under REQUESTS_FASTSSL_DISABLE the log, report and warm switches do nothing: no line on
+    stderr, the logger as the application left it, nothing at exit."""
+    server = make_server()
+    env = {
+        "REQUESTS_FASTSSL_DISABLE": "1",
+        "REQUESTS_FASTSSL_LOG": "debug",
+        "REQUESTS_FASTSSL_REPORT": "1",
+        "REQUESTS_FASTSSL_WARM": "maybe",
+        "REQUESTS_CA_BUNDLE": pki.bundle,
+    }
+    code = (
+        "import logging, requests\n"
+        + ("import requests_fastssl\n" if mode == "import" else "")
+        + "logger = logging.getLogger('requests_fastssl')\n"
+        + f"print(requests.get({server.url!r}).status_code, logger.propagate, logger.handlers,"
+        " logger.level)\n"
+    )
+    proc = run(sys.executable, "-c", code, env=env) if mode == "run" else python("-c", code, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "200 True [] 0\n"
+    assert proc.stderr == ""
+
+
+PYPY = "/usr/bin/pypy3"
+
+
+@pytest.mark.skipif(not Path(PYPY).exists(), reason="needs pypy3 (.ci/run installs it)")
+def test_a_child_that_is_not_cpython_3_is_left_alone_without_messages(tmp_path: Path) -> None:
+    user_site = tmp_path / "user"
+    user_site.mkdir()
+    (user_site / "sitecustomize.py").write_text("import os\nprint('USER', os.getpid())\n")
+    code = "import sys; print(sys.implementation.name, 'sitecustomize' in sys.modules)"
+    proc = run(PYPY, "-c", code, env={"PYTHONPATH": str(user_site)})
+    assert proc.returncode == 0
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "pypy True"
+    # the user's own start-up file ran once in the PyPy process (and once in the launcher)
+    users = [line for line in lines if line.startswith("USER ")]
+    assert len(users) == 2
+
+
+def test_the_bootstrap_reads_as_python_2() -> None:
+    """Python 2 imports it too (PYTHONPATH reaches every interpreter): no syntax of Python 3
+    only, or that interpreter prints an error at every start."""
+    import ast
+
+    tree = ast.parse((ROOT / "_requests_fastssl" / "bootstrap" / "sitecustomize.py").read_text())
+    py3_only = [
+        type(node).__name__
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr | ast.AnnAssign | ast.Nonlocal | ast.AsyncFunctionDef)
+        or (isinstance(node, ast.FunctionDef) and (node.returns or node.args.kwonlyargs))
+        or (isinstance(node, ast.arg) and node.annotation is not None)
+        or (isinstance(node, ast.ImportFrom) and node.module == "__future__")
+    ]
+    assert py3_only == []
