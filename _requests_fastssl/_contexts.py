@@ -107,22 +107,19 @@ def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
     )
 
 
-def _stock(step: Any, *args: Any, wrap: Any = None) -> Any:
-    """One of stock's own steps: what it raises is the connection's error, as stock raises it
-    (``wrap``: urllib3's conversion of a load's OSError). MemoryError, RecursionError and
-    anything not an Exception propagate as they are, as from stock's code."""
+def _stock(step: Any, *args: Any, wrap: Any = None, **kwargs: Any) -> Any:
+    """One of stock's own steps: what it raises is this connection's error, as stock raises it
+    (``wrap``: urllib3's conversion of a load's OSError); MemoryError and RecursionError
+    propagate as from stock's own code."""
     try:
-        return step(*args)
+        return step(*args, **kwargs)
     except (MemoryError, RecursionError):
         raise
-    except OSError as exc:
-        if wrap is None:
-            raise StockError(exc) from None
-        error = wrap(exc)
-        error.__cause__ = exc
-        raise StockError(error) from None
     except Exception as exc:
-        raise StockError(exc) from None
+        error = wrap(exc) if wrap is not None and isinstance(exc, OSError) else exc
+        if error is not exc:
+            error.__cause__ = exc
+        raise StockError(error) from None
 
 
 def build(
@@ -138,14 +135,12 @@ def build(
     stock for this connection. ``alpn`` is the list the key was made with."""
     version = _stock(connection.resolve_ssl_version, inputs["ssl_version"])
     cert_reqs = _stock(connection.resolve_cert_reqs, inputs["cert_reqs"])
-    bounds = (inputs["ssl_minimum_version"], inputs["ssl_maximum_version"])
     ctx: ssl.SSLContext = _stock(
-        lambda: connection.create_urllib3_context(
-            ssl_version=version,
-            ssl_minimum_version=bounds[0],
-            ssl_maximum_version=bounds[1],
-            cert_reqs=cert_reqs,
-        )
+        connection.create_urllib3_context,
+        ssl_version=version,
+        ssl_minimum_version=inputs["ssl_minimum_version"],
+        ssl_maximum_version=inputs["ssl_maximum_version"],
+        cert_reqs=cert_reqs,
     )
     if type(ctx) is not GENUINE_CONTEXT:
         raise TypeError(f"urllib3 made a {type(ctx).__qualname__}, not an ssl.SSLContext")
@@ -170,8 +165,7 @@ def build(
             raise FileChanged(f"{ca_certs} held other contents while it was loaded")
     key_file, cert_file, password = inputs["key_file"], inputs["cert_file"], inputs["key_password"]
     if key_file and password is None and _stock(ssl_._is_key_file_encrypted, key_file):
-        error = ssl_.SSLError("Client private key is encrypted, password is required")
-        raise StockError(error)
+        raise StockError(ssl_.SSLError("Client private key is encrypted, password is required"))
     if password is None and any(b"ENCRYPTED" in check.contents for check in checks):
         # OpenSSL would ask for the passphrase (on the terminal), as stock does per connection.
         raise ssl.SSLError("an encrypted key without a password: left to stock")

@@ -14,9 +14,5 @@ class UnsupportedVersionError(RequestsFastSSLError):
 
 
 class FrozenContextError(RequestsFastSSLError, RuntimeError):
-    """Something tried to change an SSLContext that requests_fastssl shares between pools.
-
-    A RuntimeError on purpose: urllib3 and requests do not catch it, so a mutation that
-    would change trust or identity for other connections fails loudly instead of being
-    retried or turned into a different error.
-    """
+    """Something tried to change an SSLContext that requests_fastssl shares between pools: a
+    RuntimeError, which urllib3 and requests neither catch nor turn into another error."""

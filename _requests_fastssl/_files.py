@@ -1,15 +1,8 @@
-"""What a shared context read from each file, and whether reading it now gives the same.
-
-A shared context equals stock's (which reads the CA file, client certificate and key on every
-new connection) only while those files hold what it read, so each new connection stats them
-and compares their bytes (about 25 us for certifi's bundle; a load takes tens of ms): stat
-misses a coarse clock's or a shared mapping's writes, and a read fails where stock's would
-(privileges dropped, no descriptors left). Only stat, open, fstat, read and close touch the
-file, as in OpenSSL's load (``open()`` adds an ioctl and an lseek, which a seccomp allow-list
-from stock refuses): a raw ``FileIO``, which owns its descriptor from the moment it exists,
-so an exception at any bytecode closes it (an ``os.open`` number would leak). Whatever they
-raise, an audit hook's own exception class included, means "stock"; only ``MemoryError``
-and ``RecursionError`` propagate, as from stock's own code.
+"""What a shared context read from each file, and whether reading it now gives the same: a stat
+and a byte comparison per new connection, through a raw ``FileIO`` (only the system calls
+OpenSSL's load makes; it owns its descriptor, so an exception at any bytecode closes it). Why
+bytes and not timestamps, and why each thread checks for itself: docs/design.md, File checks.
+Whatever the checks raise means "stock"; only ``MemoryError`` and ``RecursionError`` propagate.
 """
 
 from __future__ import annotations

@@ -30,10 +30,8 @@ _VERIFIED: list[tuple[tuple[str, Any], ...]] = [()]
 
 
 def _from_ssl(name: str, value: Any) -> bool:
-    """Whether one entry of the class's namespace is ssl.py's own, judged by where its code
-    comes from (a function compiled from ssl.py under its own name), not by what it was when
-    this module was imported: a method replaced earlier or later (mock.patch.object, a tracer,
-    a green library) would run once per build instead of once per connection."""
+    """Whether one entry of the class's namespace is ssl.py's own, by where its code comes from
+    (compiled from ssl.py under its own name), not by what it was when we were imported."""
     if isinstance(value, property):
         return all(f is None or _from_ssl(name, f) for f in (value.fget, value.fset, value.fdel))
     if isinstance(value, staticmethod | classmethod):

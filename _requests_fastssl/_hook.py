@@ -1,9 +1,6 @@
-"""The point of use: the wrapper on urllib3 2.x's ``_ssl_wrap_socket_and_match_hostname``.
-
-urllib3 calls it for every new TLS connection (not keep-alive requests; both proxy legs), every
-set-up input by keyword. With a shared context for those inputs, urllib3's own function runs
-given it, minus the load inputs it holds already; else the call goes to urllib3 untouched.
-"""
+"""The point of use: the wrapper on urllib3 2.x's ``_ssl_wrap_socket_and_match_hostname``, which
+urllib3 calls with every set-up input by keyword for every new TLS connection. With a shared
+context, urllib3's own function runs given it, minus the loads it holds; else untouched."""
 
 from __future__ import annotations
 

@@ -44,12 +44,9 @@ def disabled_by_env() -> str | None:
 
 
 def install(*, strict: bool = False, max_contexts: int | None = None) -> Status:
-    """Install the shim (idempotent, thread-safe); returns the resulting status.
-
-    Patches ``requests.adapters`` now if imported, else once it is. ``strict=True`` raises
-    ``UnsupportedVersionError`` instead of warning when the requests/urllib3 in use cannot be
-    patched safely. ``max_contexts`` bounds the shared contexts kept (default 64, LRU).
-    """
+    """Install the shim (idempotent, thread-safe; now, or once requests is imported); returns
+    the status. ``strict=True``: ``UnsupportedVersionError`` instead of a warning where it cannot
+    patch safely. ``max_contexts``: the shared contexts kept (default 64, LRU)."""
     activate(strict=strict, max_contexts=max_contexts)
     return status()
 
@@ -146,9 +143,8 @@ def status() -> Status:
 
 
 def _in_chain(current: Any, handle: Any) -> bool | None:
-    """Whether ``handle`` is in the chain of layers from ``current`` down (each layer's
-    ``__wrapped__``, wrapt's and functools.wraps' alike), by identity; None: the bottom is
-    what ``handle`` wraps, without it (someone took our layer out)."""
+    """Whether ``handle`` is a layer below ``current`` (by identity, down each ``__wrapped__``);
+    None: what ``handle`` wraps is there without it (someone took our layer out)."""
     inner = handle.__wrapped__
     for _ in range(64):
         if current is handle:
@@ -162,9 +158,8 @@ def _in_chain(current: Any, handle: Any) -> bool | None:
 
 
 def _notice_detached() -> None:
-    """With the lock: if another library removed our layer (an unwrap of the same function)
-    or urllib3's module was reloaded, nothing calls us any more: say so, and let install()
-    wrap again. (Called by status() and install(); the wrapper itself never looks.)"""
+    """With the lock (status(), install()): if another library took our layer out, or urllib3
+    was reloaded, nothing calls us any more: say so, and let install() wrap again."""
     if not STATE.active:
         return
     for owner, name, handle in STATE.handles:
@@ -176,15 +171,12 @@ def _notice_detached() -> None:
             continue
         where = f"{getattr(owner, '__name__', owner)}.{name}"
         STATE.reason = (
-            f"another library removed the shim's layer from {where} (an unwrap of the same "
-            "function); install() wraps again"
+            f"another library removed the shim's layer from {where} (an unwrap of it)"
             if found is None
-            else f"{where} is no longer the function the shim wrapped (its module was reloaded, "
-            "or it was replaced); install() wraps again"
-        )
+            else f"{where} is no longer the function the shim wrapped (reloaded, or replaced)"
+        ) + "; install() wraps again"
         STATE.handles = [h for h in STATE.handles if h[2] is not handle]
-        STATE.active = STATE.wanted = False
-        STATE.phase = "not-installed"
+        STATE.active, STATE.wanted, STATE.phase = False, False, "not-installed"
         _debug("requests_fastssl: %s", STATE.reason)
 
 

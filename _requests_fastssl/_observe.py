@@ -1,5 +1,6 @@
 """What an operator sees, read at activation so every mode honours it: ``REQUESTS_FASTSSL_LOG``
-(our log on stderr), ``REQUESTS_FASTSSL_REPORT`` (counters at exit), and the log lines."""
+(our log on stderr), ``REQUESTS_FASTSSL_REPORT`` (counters at exit, ``report``), and the log
+lines."""
 
 from __future__ import annotations
 
@@ -61,14 +62,12 @@ def configure_from_env() -> None:
             logger.setLevel(level)
             logger.propagate = False  # the switch sends it to stderr, once, not twice
             _done.add("on")
-    report = os.environ.get(ENV_REPORT, "").strip().lower()
-    if report not in OFF_WORDS and "report" not in _done:
+    asked = os.environ.get(ENV_REPORT, "").strip().lower()
+    if asked not in OFF_WORDS and "report" not in _done:
         _done.add("report")
         import atexit
 
-        atexit.register(
-            lambda: __import__("_requests_fastssl.cli.report").cli.report.print_report()
-        )
+        atexit.register(report)
 
 
 def _level() -> int:
@@ -109,3 +108,23 @@ def first_step_aside(reason: Reason) -> None:
             "(logged once per reason; stats().step_aside_reasons counts them)",
             *(reason.code, reason.text, f"; {advice}" if advice else ""),
         )
+
+
+def report() -> None:
+    """The at-exit line of ``REQUESTS_FASTSSL_REPORT`` (a process that imported requests): here,
+    as the core never imports the command line; written, not logged (logging may be shut down)."""
+    if "requests" not in sys.modules:  # a process that never used requests has nothing to say
+        return
+    from ._state import STATE
+    from ._status import Stats
+
+    registry = sys.modules.get("_requests_fastssl._registry")
+    if STATE.active:
+        said = str(registry.REGISTRY.stats() if registry is not None else Stats())
+    else:
+        state = f"{STATE.phase}: {STATE.reason}" if STATE.reason else STATE.phase
+        said = f"the shim was not active ({state})"
+    command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))
+    where = f"pid {os.getpid()}, {command or sys.executable}"
+    sys.stderr.write(f"requests_fastssl report ({where}): {said}\n")
+    sys.stderr.flush()

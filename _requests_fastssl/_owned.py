@@ -1,10 +1,7 @@
-"""Contexts a connection is given (an adapter's, requests 2.32.3/2.32.4's preloaded one): never
-shared or frozen, but their CA file need not be loaded again on every connection. Stock loads it
-at every new connection, and every load after the first adds nothing (OpenSSL's store ignores
-certificates it holds): once a stock load has put a file in, later set-ups leave ``ca_certs`` out
-(nothing else in them changes) while the file holds the same bytes; a changed file is loaded
-again, on top. Only for the standard library's own ``load_verify_locations``: a replaced one (a
-subclass, a tracer, a test double) might do more than load: called every time."""
+"""Contexts a connection is given (an adapter's, requests 2.32.3/2.32.4's): never shared, but once
+a stock load has put their CA file in, later set-ups leave ``ca_certs`` out while the file holds
+the same bytes (a load adds nothing OpenSSL's store holds). Only over the standard library's
+own ``load_verify_locations`` (docs/design.md, Contexts a connection is given)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Every rule for when the shim shares a context and when it steps aside, in one place.
-``decide()`` takes one TLS set-up's inputs exactly as urllib3 passes them to
-``urllib3.connection._ssl_wrap_socket_and_match_hostname``, plus the urllib3 settings feeding
-it, and returns the registry key of the context stock would build with the files to check, or
-the ``Reason`` it goes to stock (docs/design.md's table is tested equal to ``Reason``)."""
+"""Every rule for when the shim shares a context and when it steps aside, in one place:
+``decide()`` takes one set-up's inputs as urllib3 passes them, with urllib3's settings, and gives
+the registry key and the files to check, or the ``Reason`` for stock (docs/design.md's table)."""
 
 from __future__ import annotations
 
@@ -115,8 +113,7 @@ class Reason(enum.Enum):
 
 
 class Aside(Exception):
-    """A build's own finding (not stock's error): this connection goes to stock for ``reason``,
-    and nothing is remembered."""
+    """A build's own finding: this connection goes to stock for ``reason``, nothing kept."""
 
     def __init__(self, reason: Reason) -> None:
         super().__init__(reason.code)
@@ -124,8 +121,7 @@ class Aside(Exception):
 
 
 class StockError(Exception):
-    """One of stock's own steps raised ``error`` while a connection's build ran it: that
-    connection raises it, as stock's set-up would have (waiting threads take their own path)."""
+    """Stock's own step raised ``error`` in a connection's build: that connection raises it."""
 
     def __init__(self, error: Exception) -> None:
         super().__init__(repr(error))

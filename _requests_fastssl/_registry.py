@@ -1,12 +1,9 @@
 """Key -> shared context: built once per key, LRU-bounded, counted; blind to requests/urllib3.
 
-Waits for a build are bounded (``WAIT_SECONDS``), and none is on a build the waiter's own stack
-runs (a signal handler or hook requesting inside the first load): that goes to stock. No lock:
-each table change is one dictionary operation, which the interpreter makes whole, so an
-exception at any bytecode leaves no lock held and no table half-changed; only a flight can
-outlive its build, and a released or too old one is replaced. A failed build is remembered only
-while its files are unchanged. A forked child keeps its contexts (prefork servers' gain), except
-any another thread was in a handshake with (OpenSSL may hold a lock in them), and no flights.
+Waits for a build are bounded and never on the waiter's own stack. No lock: each table change
+is one dictionary operation, whole under the interpreter, so an exception at any bytecode leaves
+nothing half-changed. A failed build is remembered while its files are unchanged. A forked
+child keeps its contexts but those another thread was in a handshake with, and no flights.
 """
 
 from __future__ import annotations

@@ -30,16 +30,11 @@ class Status(NamedTuple):
 
 
 class Stats(NamedTuple):
-    """Counters of the context registry since the process started (``clear()`` keeps them).
-
-    ``contexts_built``: contexts built, each one CA load (``ca_loads``), in ``build_seconds``;
-    ``entries``: held now; ``evictions``: dropped by the LRU bound; ``connections``: TLS set-ups
-    with a shared context, each a load stock would have done; ``reuses``: set-ups that found a
-    context built; ``discards``: contexts dropped as a file they read changed;
-    ``build_failures``: builds that failed or saw a file change (those connections saw stock's
-    errors); ``failures_skipped``: set-ups sent to stock as the same unchanged files failed to
-    build before; ``owned_loads_avoided``: CA loads left out of a given context that held the
-    file already; ``step_asides``: set-ups left to stock, by ``Reason`` in ``step_aside_reasons``.
+    """Counters of the registry since the process started (``clear()`` keeps them).
+    ``connections``: set-ups given a shared context (each a load stock would do); ``ca_loads``:
+    the loads of ``contexts_built``; ``build_failures``: builds that failed (stock's error for
+    those connections); ``failures_skipped``: set-ups sent to stock while failed files stay
+    unchanged; ``owned_loads_avoided``: loads left out of a given context that held the file.
     """
 
     contexts_built: int = 0
@@ -91,16 +86,8 @@ class Stats(NamedTuple):
         """The counters accumulated after ``earlier`` (``entries`` stays as it is now)."""
         if not isinstance(earlier, Stats):
             raise TypeError(f"since() takes an earlier Stats, not {type(earlier).__name__}")
-        delta: dict[str, object] = {}
-        for name, now, then in zip(self._fields, self, earlier, strict=True):
-            if name == "entries":
-                delta[name] = now
-            elif isinstance(now, Mapping) and isinstance(then, Mapping):  # step_aside_reasons
-                delta[name] = {
-                    reason: count - then.get(reason, 0)
-                    for reason, count in now.items()
-                    if count - then.get(reason, 0)
-                }
-            else:
-                delta[name] = now - then  # type: ignore[operator]  # int or float
-        return Stats(**delta)  # type: ignore[arg-type]
+        before = earlier.step_aside_reasons
+        reasons = {r: n - before.get(r, 0) for r, n in self.step_aside_reasons.items()}
+        counts = [now - then for now, then in zip(self[:-1], earlier[:-1], strict=True)]
+        delta = Stats(*counts, {r: n for r, n in reasons.items() if n})  # type: ignore[arg-type, call-arg]
+        return delta._replace(entries=self.entries)

@@ -22,12 +22,10 @@ _URL = "https://requests-fastssl.invalid/"
 
 def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> bool:
     """Build now the shared context ``requests.get(url, verify=verify, cert=cert)`` would use
-    for an HTTPS URL; returns whether one is ready. Imports requests if not yet imported.
-
-    ``verify`` and ``cert`` take what requests takes; with ``trust_env`` (requests' default)
-    ``verify=True`` means ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` when set, as in a Session.
-    Bad settings raise what the request would (a missing bundle: ``OSError``). False: the shim
-    is not active, or steps aside here (``stats().step_aside_reasons`` says why).
+    for an HTTPS URL; returns whether one is ready (imports requests). ``verify`` and ``cert``
+    as in requests; with ``trust_env``, ``verify=True`` means ``REQUESTS_CA_BUNDLE`` /
+    ``CURL_CA_BUNDLE`` when set. Bad settings raise what the request would (a missing bundle:
+    ``OSError``). False: not active, or it steps aside (``stats().step_aside_reasons``).
     """
     import importlib
 
@@ -57,9 +55,8 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         inputs["server_hostname"] = conn.host
         ctx = shared_context(inputs)
         if ctx is Reason.NOT_A_FILE or ctx is Reason.BUILD_FAILED:
-            # What the request would raise: stock's own set-up, on a socket-less call.
-            _stock_error(inputs)
-        if isinstance(ctx, StockError):  # (the build's own load failed, as the request's would)
+            ctx = _stock_steps(inputs)  # what the request would raise, from stock's own steps
+        if isinstance(ctx, StockError):  # (requests hands urllib3's error on as its own)
             from requests.exceptions import SSLError
 
             raise SSLError(ctx.error) from ctx.error
@@ -71,22 +68,19 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         adapter.close()
 
 
-def _stock_error(inputs: dict[str, Any]) -> None:
-    """Raise what a request raises for these inputs before any handshake: urllib3's
-    set-up raises its SSLError, which requests hands its caller as its own SSLError."""
-    import urllib3.util.ssl_ as ssl_
-    from requests.exceptions import SSLError
+def _stock_steps(inputs: dict[str, Any]) -> Any:
+    """Stock's set-up steps for these inputs, socket-less: the StockError they raise, if any."""
+    from ._contexts import build
+    from ._policy import Reason, StockError
 
-    ctx = ssl_.create_urllib3_context()
-    ca = (inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"])
+    connection, ssl_ = STATE.settings.connection, STATE.settings.ssl_  # type: ignore[union-attr]
     try:
-        if any(ca):
-            ctx.load_verify_locations(*ca)
-        if inputs["cert_file"]:
-            password = () if inputs["key_password"] is None else (inputs["key_password"],)
-            ctx.load_cert_chain(inputs["cert_file"], inputs["key_file"], *password)
-    except OSError as exc:
-        raise SSLError(exc) from exc
+        build(inputs, connection, ssl_, tuple(ssl_.ALPN_PROTOCOLS), None)
+    except StockError as failed:
+        return failed
+    except Exception:
+        pass
+    return Reason.BUILD_FAILED
 
 
 def warm_from_env() -> None:

@@ -1,14 +1,7 @@
 """pytest plugin ``requests_fastssl``: the ``fastssl`` fixture and marker, ``--fastssl`` /
-``--no-fastssl`` and the ini option ``fastssl``. Loading it installs nothing and imports
-neither requests, nor ssl, nor wrapt.
-
-Precedence, highest first (docs/usage.md has the table, tests/test_pytest_plugin.py runs it):
-REQUESTS_FASTSSL_DISABLE; ``--no-fastssl``, final (imports, ``install()``, the fixture and
-the marker change nothing); ``--fastssl``; ``fastssl = false`` in the ini file, final too, or
-``true``; the fixture or marker, on for one test; otherwise pytest runs as without the plugin
-(no autouse fixture: the marker is a hook). An option, ini key or marker the project defines
-itself stays the project's: the plugin adds none of its own by that name, and says so once in
-the header.
+``--no-fastssl`` and the ini option ``fastssl``, in the precedence docs/usage.md tabulates
+(off is final). Loading it installs nothing, imports neither requests, nor ssl, nor wrapt, adds
+no fixture to tests that do not ask, and leaves a name the project defines itself to the project.
 """
 
 from __future__ import annotations
@@ -59,12 +52,14 @@ class FastSSL:
         return _install.status()
 
 
-# Per pytest run (its Parser): which of our option names and ini key were added, and the
-# project's own ones they would have collided with.
-_ADDED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+# Per pytest run (its Parser): the project's own names ours would have collided with.
 _COLLISIONS: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
 _OWN_MARKER = pytest.StashKey[bool]()
 _ITEM = pytest.StashKey[contextlib.ExitStack]()
+_OPTIONS = {
+    "--fastssl": ("store_true", "share SSLContexts between connections for the whole session"),
+    "--no-fastssl": ("store_false", "requests stays stock for the whole session (final)"),
+}
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -83,52 +78,36 @@ def pytest_load_initial_conftests(parser: pytest.Parser) -> Iterator[None]:
 
 
 def _add_options(parser: pytest.Parser) -> None:
-    if parser in _ADDED:
+    if parser in _COLLISIONS:
         return
-    added: set[str] = set()
-    _ADDED[parser], _COLLISIONS[parser] = added, []
+    collisions = _COLLISIONS[parser] = []
     groups = [*getattr(parser, "_groups", []), getattr(parser, "_anonymous", None)]
     taken = {name for g in groups for o in getattr(g, "options", []) for name in o.names()}
     group = parser.getgroup("requests_fastssl", "requests-fastssl")
-    options = (
-        ("--fastssl", "store_true", "share SSLContexts between connections for the whole "
-         "session (requests-fastssl)"),
-        ("--no-fastssl", "store_false", "requests stays stock for the whole session, whatever "
-         "else asks (final)"),
-    )  # fmt: skip
-    for name, action, text in options:
+    for name, (action, text) in _OPTIONS.items():
         if name in taken:
-            _COLLISIONS[parser].append(f"option {name}")
-            continue
-        group.addoption(name, action=action, dest="requests_fastssl", default=None, help=text)
-        added.add(name)
+            collisions.append(f"option {name}")
+        else:  # (a dest of our own: a project's --fastssl keeps "fastssl")
+            group.addoption(name, action=action, dest="requests_fastssl", default=None, help=text)
     if "fastssl" in getattr(parser, "_inidict", {}):
-        _COLLISIONS[parser].append("ini option fastssl")
-    else:
-        parser.addini(
-            "fastssl",
-            type="bool",
-            default=None,  # not set: neither on nor off
-            help="requests-fastssl on (true) or off, finally (false), for the whole session",
-        )
-        added.add("ini")
+        collisions.append("ini option fastssl")
+    else:  # (default None: not set, neither on nor off)
+        parser.addini("fastssl", "requests-fastssl on, or off (final)", type="bool", default=None)
 
 
 @pytest.hookimpl(trylast=True)  # (after the project's own pytest_configure hooks)
 def pytest_configure(config: pytest.Config) -> None:
-    added = _ADDED.get(config._parser, set())
+    collisions = _COLLISIONS.setdefault(config._parser, [])
     declared = [line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")]
-    own_marker = "fastssl" not in declared
-    config.stash[_OWN_MARKER] = own_marker
+    config.stash[_OWN_MARKER] = own_marker = "fastssl" not in declared
     if own_marker:
-        config.addinivalue_line(
-            "markers", "fastssl: the requests-fastssl shim on for this test (or module, class)"
-        )
+        config.addinivalue_line("markers", "fastssl: the requests-fastssl shim on for this test")
     else:
-        _COLLISIONS.setdefault(config._parser, []).append("marker fastssl")
-    choice = config.getoption("requests_fastssl", None) if added - {"ini"} else None
-    if choice is None and "ini" in added and config.getini("fastssl") is not None:
-        choice = bool(config.getini("fastssl"))
+        collisions.append("marker fastssl")
+    choice = config.getoption("requests_fastssl", None)
+    if choice is None and "ini option fastssl" not in collisions:
+        ini = config.getini("fastssl")
+        choice = None if ini is None else bool(ini)
     if choice is None:
         return  # nothing asked: not even the registry (it imports ssl) is loaded
     was_wanted, baseline = _install.STATE.wanted, _install.stats()
@@ -145,13 +124,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """The one notice of a name the project uses itself: the project's stays in charge."""
-    collisions = _COLLISIONS.get(config._parser, [])
-    if not collisions:
-        return []
+    said = ", ".join(_COLLISIONS.get(config._parser, []))
     return [
-        f"requests-fastssl warning: this project defines its own {', '.join(collisions)}; "
-        "the plugin leaves it to the project (the fastssl fixture still works)"
-    ]
+        f"requests-fastssl warning: this project defines its own {said}; the plugin leaves it "
+        "to the project (the fastssl fixture still works)"
+    ][: bool(said)]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

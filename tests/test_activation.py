@@ -216,7 +216,9 @@ def test_the_kill_switch_turns_every_other_switch_off(
         + f"print(requests.get({server.url!r}).status_code, logger.propagate, logger.handlers,"
         " logger.level)\n"
     )
-    proc = run(sys.executable, "-c", code, env=env) if mode == "run" else python("-c", code, env=env)
+    proc = (
+        run(sys.executable, "-c", code, env=env) if mode == "run" else python("-c", code, env=env)
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "200 True [] 0\n"
     assert proc.stderr == ""

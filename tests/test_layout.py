@@ -24,15 +24,56 @@ def test_the_core_is_small() -> None:
     assert max(sizes.values()) <= 300, sizes
 
 
-def test_no_import_cycle() -> None:
-    modules = _modules()
+def _import_graph() -> dict[str, set[str]]:
+    """Every module of both packages (the command line and the public package included) ->
+    the modules of ours it imports, anywhere in it: at the top, lazily in a function, by
+    ``__import__`` or ``importlib.import_module`` with a constant name. Importing a module
+    imports the packages it sits in first: those are dependencies too (but for the importer's
+    own packages, which are being imported already)."""
+    files = {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for top in ("requests_fastssl", "_requests_fastssl")
+        for path in (ROOT / top).rglob("*.py")
+    }
+    packages = {name for name, path in files.items() if path.name == "__init__.py"}
     graph: dict[str, set[str]] = {}
-    for name, tree in modules.items():
+    for name, path in files.items():
+        package = name if name in packages else name.rpartition(".")[0]
+        named: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                named |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+            elif isinstance(node, ast.Import):
+                named |= {alias.name for alias in node.names}
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", ""))
+                in (
+                    "__import__",
+                    "import_module",
+                )
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                named.add(str(node.args[0].value))
         deps = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                deps |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-        graph[name] = deps & set(modules)
+        for target in named:
+            while target:  # a module, and the packages it sits in but for this one's own
+                if target in files and target != name and not name.startswith(f"{target}."):
+                    deps.add(target)
+                target = target.rpartition(".")[0]
+        graph[name] = deps
+    return graph
+
+
+def test_no_import_cycle() -> None:
+    graph = _import_graph()
+    assert "_requests_fastssl._install" in graph["requests_fastssl"]  # (the graph sees imports)
+    assert "_requests_fastssl.cli.main" in graph["_requests_fastssl.cli"]
 
     def reach(start: str) -> set[str]:
         seen: set[str] = set()
@@ -45,3 +86,10 @@ def test_no_import_cycle() -> None:
         return seen
 
     assert [name for name in graph if name in reach(name)] == []
+
+
+def test_the_core_never_imports_the_command_line_or_the_public_package() -> None:
+    graph = _import_graph()
+    core = [n for n in graph if n.startswith("_requests_fastssl") and ".cli" not in n]
+    outside = {n for n in graph if ".cli" in n or n == "requests_fastssl"}
+    assert {name: graph[name] & outside for name in core if graph[name] & outside} == {}

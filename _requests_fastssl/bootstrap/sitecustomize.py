@@ -1,9 +1,7 @@
-"""Start-up hook of ``python -m requests_fastssl run``; not a module to import yourself. Every
-Python process the command starts imports it as ``sitecustomize`` (via PYTHONPATH): it activates
-the shim, then runs the ``sitecustomize`` it hides, if any, once, so a user's own start-up code
-still runs. An interpreter the shim is not for (not CPython 3.11 or later: PyPy, Python 2) is
-left alone, without a word; its own ``sitecustomize`` still runs. Nothing here may break
-start-up, so it is written in the syntax every Python since 2.7 reads (type comments)."""
+"""Start-up hook of ``python -m requests_fastssl run``, imported as ``sitecustomize`` by every
+Python the command starts (PYTHONPATH): it activates the shim, then runs the ``sitecustomize``
+it hides, once. An interpreter the shim is not for (not CPython 3.11+) is left alone, without
+a word. Nothing here may break start-up: the syntax is what Python 2.7 reads too."""
 
 import os
 import sys
@@ -23,18 +21,14 @@ def _run_hidden_sitecustomize(here):
     try:
         from importlib.machinery import PathFinder
         from importlib.util import module_from_spec
-    except ImportError:  # Python 2
+    except ImportError:  # Python 2 (its file is closed with the interpreter's start-up)
         import imp
 
         try:
             found = imp.find_module("sitecustomize", path)
         except ImportError:
             return
-        try:
-            imp.load_module("sitecustomize", *found)  # type: ignore[arg-type]  # (replaces us)
-        finally:
-            if found[0] is not None:
-                found[0].close()
+        imp.load_module("sitecustomize", *found)  # type: ignore[arg-type]  # (replaces us)
         return
     spec = PathFinder.find_spec("sitecustomize", path)
     if spec is not None and spec.loader is not None:

@@ -5,12 +5,12 @@
 - ``output``: the program name, the error line, versions and machine facts
 - ``bench``: the benchmark's orchestration; ``engine``: its plan and runs; ``child``: what
   runs in each fresh interpreter; ``table``: the printed table and verdicts
-- ``doctor``: the diagnosis; ``run``: the command with the shim in every Python it starts;
-  ``report``: the at-exit counters
+- ``doctor``: the diagnosis; ``run``: the command with the shim in every Python it starts
 - ``server``: the embedded HTTPS server; ``pki``: the throw-away CA and certifi-plus bundle;
   ``loads``: the one counter of CA loads (benchmarks and tests)
 
-The CLI is the only part of the package that prints: results to stdout, progress to stderr.
+The CLI is the only part of the package that prints: results to stdout, progress to stderr
+(and the core's one at-exit line that ``REQUESTS_FASTSSL_REPORT`` asks for).
 """
 
 from __future__ import annotations
