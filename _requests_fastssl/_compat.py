@@ -44,7 +44,11 @@ def unsupported_reason(adapters: types.ModuleType) -> str | None:
     if version_tuple(urllib3_version)[0] == 2:
         import urllib3.connection
 
+        from ._genuine import IDENTIFIED
         from ._policy import INPUTS  # (imports ssl)
+
+        if IDENTIFIED is None:
+            return "the standard library's ssl.SSLContext could not be identified from ssl.py"
 
         set_up = getattr(urllib3.connection, "_ssl_wrap_socket_and_match_hostname", None)
         try:

@@ -1,8 +1,6 @@
-"""Building a shared context as urllib3 2.x's set-up would from the same inputs, and freezing it.
-A ``FrozenContext`` is the same object with setters that accept only the value it has (urllib3
-repeats its ``verify_mode``, ``check_hostname`` and ALPN writes on every connection) and loaders
-that raise ``FrozenContextError``: nothing reaching it through a socket (``sock.context``) can
-change trust or identity for other connections."""
+"""Building a shared context as urllib3 2.x's set-up would from the same inputs, and freezing it:
+setters accept only the value it has (urllib3 repeats its writes on every connection), loaders
+raise ``FrozenContextError``, so nothing reaching it through ``sock.context`` changes trust."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._errors import FrozenContextError
-from ._files import FileChanged, FileCheck
+from ._files import FileChanged, FileCheck, propagate
 from ._genuine import GENUINE_CONTEXT
 from ._policy import Aside, Reason, StockError
 
@@ -109,16 +107,14 @@ def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
 
 def _stock(step: Any, *args: Any, wrap: Any = None, **kwargs: Any) -> Any:
     """One of stock's own steps: what it raises is this connection's error, as stock raises it
-    (``wrap``: urllib3's conversion of a load's OSError); MemoryError and RecursionError
-    propagate as from stock's own code."""
+    (``wrap``: urllib3's conversion of a load's OSError)."""
     try:
         return step(*args, **kwargs)
-    except (MemoryError, RecursionError):
-        raise
     except Exception as exc:
+        propagate(exc)
         error = wrap(exc) if wrap is not None and isinstance(exc, OSError) else exc
-        if error is not exc:
-            error.__cause__ = exc
+        if error is not exc:  # (as `raise error from exc` inside the handler leaves them)
+            error.__cause__ = error.__context__ = exc
         raise StockError(error) from None
 
 

@@ -9,13 +9,28 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from io import FileIO
 
-__all__ = ["FileChanged", "FileCheck", "openable", "read_checks"]
+__all__ = ["FileChanged", "FileCheck", "openable", "propagate", "read_checks"]
 
 _PIECE = 65536
 _MOST = 1 << 20
-_STOCKS = (MemoryError, RecursionError)  # what stock's own code raises too: propagated
+
+
+def propagate(exc: Exception) -> bool:
+    """Raise ``exc`` again where stock's code would raise it too (MemoryError, RecursionError,
+    a signal handler's, whatever its class); else False: "stock for this connection"."""
+    if isinstance(exc, MemoryError | RecursionError):
+        raise exc
+    signal, tb = sys.modules.get("signal"), exc.__traceback__
+    handlers = [signal.getsignal(n) for n in signal.valid_signals()] if signal else []
+    codes = {getattr(getattr(h, "func", h), "__code__", None) for h in handlers} - {None}
+    while tb is not None and codes:
+        if tb.tb_frame.f_code in codes:
+            raise exc
+        tb = tb.tb_next
+    return False
 
 
 def _identity(path: str) -> tuple[int, ...] | None:
@@ -68,25 +83,20 @@ class FileCheck:
         """Whether the file still holds what was read (False if that cannot be told)."""
         try:
             return _identity(self.path) == self.identity and _same(self.path, self.contents)
-        except _STOCKS:
-            raise
-        except Exception:  # (an audit hook's refusal included, whatever its class)
-            return False
+        except Exception as exc:  # (an audit hook's refusal included, whatever its class)
+            return propagate(exc)
 
 
 def openable(paths: tuple[str, ...]) -> bool:
-    """Whether this thread can open each file, a regular one, now: what a thread must know
-    before it waits for another's build of them (access and views of a path can differ
-    between threads: per-thread credentials, Landlock, a private root or cwd)."""
+    """Whether this thread can open each file, a regular one, now, before it waits for another's
+    build (access can differ between threads: per-thread credentials, Landlock, a root)."""
     try:
         for path in paths:
             if _identity(path) is None:
                 return False
             FileIO(path, "r").close()
-    except _STOCKS:
-        raise
-    except Exception:  # (an audit hook's refusal included, whatever its class)
-        return False
+    except Exception as exc:  # (an audit hook's refusal included, whatever its class)
+        return propagate(exc)
     return True
 
 
@@ -103,8 +113,7 @@ def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
             if _identity(path) != identity:  # changed while read: let stock read it
                 return None
             checks.append(FileCheck(path, identity, contents))
-    except _STOCKS:
-        raise
-    except Exception:  # (an audit hook's refusal included, whatever its class)
+    except Exception as exc:  # (an audit hook's refusal included, whatever its class)
+        propagate(exc)
         return None
     return tuple(checks)

@@ -1,46 +1,85 @@
-"""What counts as urllib3's and the standard library's own code, judged by where the code comes
-from (the file it was compiled from), so that it does not depend on what was patched before or
-after the shim was imported: the shim rewrites a connection's inputs only over such code."""
+"""What counts as urllib3's and the standard library's own code: a function whose code equals
+what its module's own file compiles to (read once, through its loader), so that neither a layer
+put there before the shim nor bytecode rewritten in place counts as theirs."""
 
 from __future__ import annotations
 
-import ssl
+import ssl  # noqa: F401 (loaded: its code is read through sys.modules)
+import sys
 import types
 from typing import Any
 
-__all__ = ["GENUINE_CONTEXT", "genuine_unpatched", "is_genuine_function"]
+__all__ = ["GENUINE_CONTEXT", "IDENTIFIED", "genuine_unpatched", "is_genuine_function"]
+
+# module name -> its file's code objects by qualified name; ids of code objects found genuine
+# (kept alive here, so an id is never another object's).
+_COMPILED: dict[str, dict[str, list[types.CodeType]]] = {}
+_GENUINE_CODE: dict[int, types.CodeType] = {}
 
 
-def _genuine_context_class() -> type:
-    """The standard library's SSLContext: the subclass of the C type that ssl.py defines, not
-    what ``ssl.SSLContext`` names now (gevent, eventlet, applications put stateful ones there)."""
+def _compiled(name: str) -> dict[str, list[types.CodeType]]:
+    found = _COMPILED.get(name)
+    if found is None:
+        found = {}
+        try:  # (the cached .pyc, as the import read it; a source or a sourceless .pyc alike)
+            module = sys.modules[name]
+            todo = [module.__spec__.loader.get_code(name)]  # type: ignore[union-attr]
+        except Exception:  # (no loader that can say: nothing counts as genuine)
+            todo = []
+        while todo:
+            for const in todo.pop().co_consts:
+                if isinstance(const, types.CodeType):
+                    found.setdefault(const.co_qualname, []).append(const)
+                    todo.append(const)
+        _COMPILED[name] = found
+    return found
+
+
+def _genuine_code(func: Any, module: str) -> bool:
+    if type(func) is not types.FunctionType or func.__module__ != module:
+        return False
+    code = func.__code__
+    if func.__globals__ is not getattr(sys.modules.get(module), "__dict__", None):
+        return False  # (the same code over other names is not the module's function)
+    if _GENUINE_CODE.get(id(code)) is code:
+        return True
+    if any(code == c for c in _compiled(module).get(code.co_qualname, ())):
+        _GENUINE_CODE[id(code)] = code
+        return True
+    return False
+
+
+def is_genuine_function(func: Any, module: types.ModuleType) -> bool:
+    """Whether ``func`` is a plain function of ``module``, as its file compiles it."""
+    return _genuine_code(func, module.__name__)
+
+
+def _genuine_context_class() -> type | None:
+    """The subclass of the C type that ssl.py defines, whatever ``ssl.SSLContext`` names now."""
     import _ssl
 
     for cls in _ssl._SSLContext.__subclasses__():
-        init = cls.__dict__.get("__new__")
-        code = getattr(getattr(init, "__func__", init), "__code__", None)
-        if cls.__module__ == "ssl" and getattr(code, "co_filename", None) == ssl.__file__:
+        new = cls.__dict__.get("__new__")
+        if cls.__module__ == "ssl" and _genuine_code(getattr(new, "__func__", None), "ssl"):
             return cls
-    raise ImportError("the standard library's ssl.SSLContext was not found")
+    return None  # (then _compat leaves requests stock)
 
 
-GENUINE_CONTEXT = _genuine_context_class()
+IDENTIFIED = _genuine_context_class()
+GENUINE_CONTEXT: type = IDENTIFIED or type("NoGenuineSSLContext", (), {})
 # The last namespace of the class found to be ssl.py's own, compared by identity per connection.
 _VERIFIED: list[tuple[tuple[str, Any], ...]] = [()]
 
 
 def _from_ssl(name: str, value: Any) -> bool:
-    """Whether one entry of the class's namespace is ssl.py's own, by where its code comes from
-    (compiled from ssl.py under its own name), not by what it was when we were imported."""
+    """Whether one entry of the class's namespace is ssl.py's own code under its own name,
+    whenever it was put there."""
     if isinstance(value, property):
         return all(f is None or _from_ssl(name, f) for f in (value.fget, value.fset, value.fdel))
     if isinstance(value, staticmethod | classmethod):
         return _from_ssl(name, value.__func__)
     if type(value) is types.FunctionType:
-        code = value.__code__
-        return (
-            code.co_filename == ssl.__file__ and code.co_name == name and value.__module__ == "ssl"
-        )
+        return value.__code__.co_name == name and _genuine_code(value, "ssl")
     if isinstance(value, types.GetSetDescriptorType | types.MemberDescriptorType):
         return value.__objclass__ is GENUINE_CONTEXT  # (__dict__, __weakref__)
     if isinstance(value, type):  # sslsocket_class, sslobject_class
@@ -57,12 +96,3 @@ def genuine_unpatched() -> bool:
         return False
     _VERIFIED[0] = items
     return True
-
-
-def is_genuine_function(func: Any, module: types.ModuleType) -> bool:
-    """Whether ``func`` is a plain function of ``module``'s own file (no wrapper or partial)."""
-    return (
-        type(func) is types.FunctionType
-        and func.__code__.co_filename == getattr(module, "__file__", None)
-        and func.__module__ == module.__name__
-    )

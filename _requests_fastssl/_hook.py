@@ -5,11 +5,13 @@ context, urllib3's own function runs given it, minus the loads it holds; else un
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
-from . import _contexts, _owned, _policy
+from . import _contexts, _policy
 from ._errors import FrozenContextError
-from ._genuine import is_genuine_function
+from ._files import FileCheck, propagate, read_checks
+from ._genuine import GENUINE_CONTEXT, is_genuine_function
 from ._policy import Aside, Reason, StockError
 from ._registry import REGISTRY
 from ._state import STATE
@@ -17,8 +19,8 @@ from ._state import STATE
 __all__ = ["set_up_wrapper", "shared_context", "urllib3_1_wrapper"]
 
 _log = logging.getLogger("requests_fastssl")
-# What a bug of ours raises: that connection goes to stock. Anything else (MemoryError,
-# KeyboardInterrupt, a signal handler's exception) propagates, as from stock's own code.
+# What a bug of ours raises: that connection goes to stock. Anything else, and what stock's
+# own code would raise too (RecursionError, a signal handler's exception), propagates.
 _BUGS = (AttributeError, LookupError, OSError, RuntimeError, TypeError, ValueError)
 # The inputs the shared context already holds: urllib3 must not load them again.
 _LOADED = dict.fromkeys(
@@ -50,9 +52,8 @@ def shared_context(inputs: dict[str, Any]) -> Any:
         return REGISTRY.get(decision.key, decision.paths, build)
     except StockError as failed:
         return failed
-    except RecursionError:  # (a RuntimeError, but stock's own code would raise it too)
-        raise
-    except _BUGS:
+    except _BUGS as exc:
+        propagate(exc)
         _log.exception("requests_fastssl: internal error; this connection goes to stock")
         return Reason.INTERNAL_ERROR
 
@@ -98,11 +99,10 @@ def _given(wrapped: Any, kwargs: dict[str, Any]) -> Any:
     REGISTRY.step_aside(Reason.OWN_CONTEXT)
     inputs = {"tls_in_tls": False, **kwargs}
     try:
-        held = _owned.loaded_already(inputs)
-        check = None if held else _owned.before_load(inputs)
-    except RecursionError:  # (a RuntimeError, but stock's own code would raise it too)
-        raise
-    except _BUGS:
+        held = loaded_already(inputs)
+        check = None if held else before_load(inputs)
+    except _BUGS as exc:
+        propagate(exc)
         _log.exception("requests_fastssl: internal error; this connection goes to stock")
         held, check = False, None
     if held:
@@ -110,7 +110,7 @@ def _given(wrapped: Any, kwargs: dict[str, Any]) -> Any:
         return wrapped(**{**kwargs, "ca_certs": None})
     result = wrapped(**kwargs)
     if check is not None:
-        _owned.note_loaded(kwargs["ssl_context"], check)
+        note_loaded(kwargs["ssl_context"], check)
     return result
 
 
@@ -119,3 +119,51 @@ def urllib3_1_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> An
     if STATE.active:
         REGISTRY.step_aside(Reason.URLLIB3_1)
     return wrapped(*args, **kwargs)
+
+
+# --- Contexts a connection is given: never shared, but their CA file is loaded once per contents
+# (docs/design.md, Contexts a connection is given).
+
+# The C type's own method: that type cannot be patched, the Python class above it can.
+_GENUINE_LOAD = GENUINE_CONTEXT.__mro__[1].__dict__["load_verify_locations"]
+# context -> the CA file (path and bytes) a stock load put in it
+_loaded: weakref.WeakKeyDictionary[Any, FileCheck] = weakref.WeakKeyDictionary()
+
+
+def _eligible(ctx: Any, inputs: dict[str, Any]) -> bool:
+    return (
+        type(ctx) is GENUINE_CONTEXT
+        and GENUINE_CONTEXT.load_verify_locations is _GENUINE_LOAD
+        and "load_verify_locations" not in getattr(ctx, "__dict__", {})
+        and bool(inputs["ca_certs"])
+        and not inputs["ca_cert_dir"]
+        and inputs["ca_cert_data"] is None
+    )
+
+
+def loaded_already(inputs: dict[str, Any]) -> bool:
+    """Whether the given context already holds exactly the CA file this set-up loads."""
+    ctx = inputs["ssl_context"]
+    if not _eligible(ctx, inputs):
+        return False
+    check = _loaded.get(ctx)
+    return check is not None and check.path == inputs["ca_certs"] and check.unchanged()
+
+
+def before_load(inputs: dict[str, Any]) -> FileCheck | None:
+    """The file as it is before stock's load, to note once that load succeeded."""
+    if not _eligible(inputs["ssl_context"], inputs):
+        return None
+    checks = read_checks((inputs["ca_certs"],))
+    return checks[0] if checks else None
+
+
+def note_loaded(ctx: Any, check: FileCheck) -> None:
+    """Stock's load succeeded; if the file still holds what was read before it, that is
+    what the context holds now (and whatever it held only during the load, as in stock)."""
+    if check.unchanged():
+        _loaded[ctx] = check
+
+
+def forget_all() -> None:
+    _loaded.clear()

@@ -1,6 +1,5 @@
-"""The ``sys.meta_path`` entry that patches requests right after ``requests.adapters`` ran. Not
-wrapt's post-import hooks: importing wrapt (or anything the interpreter has not loaded already)
-costs more than the whole start-up budget of a program that never uses requests."""
+"""The ``sys.meta_path`` entry that patches requests right after ``requests.adapters`` ran (not
+wrapt's post-import hooks: importing wrapt costs more than the whole start-up budget)."""
 
 from __future__ import annotations
 

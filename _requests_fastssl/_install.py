@@ -1,7 +1,6 @@
 """``install()``, ``uninstall()``, ``status()``, ``stats()``, ``clear()`` and the kill switch.
-Imports only what the interpreter has loaded already (start-up activation must cost nothing
-where requests is never used). ``_state.LOCK`` serialises every state change, the import
-hook's patching included; the wrapper never takes it (it reads ``STATE.active``)."""
+Imports only what the interpreter has loaded already (start-up must cost nothing where requests
+is never used). ``_state.LOCK`` serialises every state change; the wrapper never takes it."""
 
 from __future__ import annotations
 
@@ -55,9 +54,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
     """``install()`` minus its Status, whose module (enum, typing) would dominate start-up."""
     if not isinstance(strict, bool):
         raise TypeError(f"strict must be a bool, not {type(strict).__name__}")
-    if max_contexts is not None and (
-        not isinstance(max_contexts, int) or isinstance(max_contexts, bool) or max_contexts < 1
-    ):
+    if max_contexts is not None and (type(max_contexts) is not int or max_contexts < 1):
         raise ValueError(f"max_contexts must be a positive int, not {max_contexts!r}")
     if disabled_by_env() is None:  # (the kill switch turns every other switch off too)
         _observe.configure_from_env()
@@ -104,9 +101,8 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
 
 
 def uninstall() -> Status:
-    """Restore requests' original functions (idempotent, thread-safe); drops cached contexts.
-    Only our wrapt layers go; under a non-wrapt layer (one that captured ours with getattr)
-    ours cannot be spliced out: it stays, inactive. Other libraries' wrappers stay."""
+    """Remove our layer alone (idempotent, thread-safe) and drop the cached contexts; under a
+    non-wrapt layer (one that captured ours) it cannot be spliced out: it stays, inactive."""
     with _lock:
         STATE.wanted = STATE.active = False
         _import_hook.remove()
@@ -126,9 +122,9 @@ def uninstall() -> Status:
             STATE.phase, STATE.reason = "disabled", STATE.veto
         if STATE.handles:
             STATE.reason = "inactive wrappers left under other layers"
-        owned = sys.modules.get("_requests_fastssl._owned")
-        if owned is not None:
-            owned.forget_all()
+        hook = sys.modules.get("_requests_fastssl._hook")
+        if hook is not None:
+            hook.forget_all()
         clear()
     return status()
 

@@ -17,8 +17,7 @@ __all__ = ["INPUTS", "Aside", "Decision", "Reason", "Settings", "StockError", "d
 
 
 class Reason(enum.Enum):
-    """Why a connection was left to stock urllib3: the code ``stats()`` counts, and what to
-    do about it (shown by ``doctor``, the log and docs/design.md)."""
+    """Why a connection was left to stock: the code ``stats()`` counts, and why (doctor, log)."""
 
     OWN_CONTEXT = (
         "own-context",
@@ -159,8 +158,8 @@ class _Secret(tuple):  # type: ignore[type-arg]
 
 
 class Settings:
-    """The urllib3 module settings feeding the context urllib3 builds, read at each set-up: the
-    factory and the names it reads from its module, the context class, flags, ALPN, key log."""
+    """urllib3's settings feeding its context (the factory and the names it reads, the context
+    class, flags, ALPN, key log), read at each set-up."""
 
     def __init__(self, connection: types.ModuleType, ssl_: types.ModuleType) -> None:
         self.connection, self.ssl_ = connection, ssl_
@@ -171,8 +170,7 @@ class Settings:
         )
 
     def snapshot(self) -> Reason | tuple[tuple[Hashable, ...], tuple[Any, ...]]:
-        """The settings' part of the key, and the ALPN list it holds: one reading, which the
-        build uses too (a list switched meanwhile must not be built under this key)."""
+        """The settings' part of the key and its ALPN list: one reading, the build's too."""
         connection, ssl_ = self.connection, self.ssl_
         factory, wrap = connection.create_urllib3_context, connection.ssl_wrap_socket
         if not (is_genuine_function(factory, ssl_) and is_genuine_function(wrap, ssl_)):
@@ -196,7 +194,7 @@ class Settings:
                 _frozen(alpn),
                 *(_frozen(space.get(name)) for name in self.factory_globals),
             ), alpn
-        except TypeError:
+        except (TypeError, ValueError):  # (ValueError: a writable memoryview)
             return Reason.UNHASHABLE_SETTING
 
 
@@ -211,8 +209,7 @@ def _deprecated(version: Any) -> bool:
 
 
 class Decision(NamedTuple):
-    """What one connection set-up shares: its registry key, the files to check, and the ALPN
-    list read with the key (the build sets that list, not whatever the module holds then)."""
+    """One set-up's registry key, files to check, and the ALPN list read with the key."""
 
     key: tuple[Hashable, ...]
     paths: tuple[str, ...]
@@ -270,6 +267,6 @@ def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
             snapshot,
         )
         hash(key)
-    except TypeError:
+    except (TypeError, ValueError):
         return Reason.UNHASHABLE_SETTING
     return Decision(key, tuple(files), alpn)

@@ -1,13 +1,12 @@
 """Key -> shared context: built once per key, LRU-bounded, counted; blind to requests/urllib3.
-
 Waits for a build are bounded and never on the waiter's own stack. No lock: each table change
 is one dictionary operation, whole under the interpreter, so an exception at any bytecode leaves
 nothing half-changed. A failed build is remembered while its files are unchanged. A forked
-child keeps its contexts but those another thread was in a handshake with, and no flights.
-"""
+child keeps its contexts but those another thread was in a handshake with, and no flights."""
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import logging
 import os
@@ -18,13 +17,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from ._files import FileChanged, FileCheck, openable, read_checks
-from ._flight import Flight, Token
+from ._files import FileChanged, FileCheck, openable, propagate, read_checks
 from ._observe import first_step_aside
 from ._policy import Aside, Reason, StockError
+from ._state import FORKS
 from ._status import Stats
 
-__all__ = ["REGISTRY", "WAIT_SECONDS", "Registry"]
+__all__ = ["REGISTRY", "WAIT_SECONDS", "Flight", "Registry", "Token"]
 
 DEFAULT_MAX_CONTEXTS = 64
 WAIT_SECONDS = 5.0
@@ -38,6 +37,54 @@ Build = Callable[[tuple[FileCheck, ...]], Any]
 _COUNTERS = tuple(
     name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")
 )
+
+
+# A build under way that others may wait for: bounded, released however its frame ends.
+_SLICE = 0.05
+
+
+class Token:
+    """Owned by the worker's frame alone: it dies when that frame ends, however it ends."""
+
+    __slots__ = ("__weakref__",)
+
+
+class Flight:
+    """Its lock is held until the worker's token dies: the release is the lock's C ``__exit__``
+    as the token's weakref callback, no Python code an exception can skip. No Python clock:
+    the bound is counted in the lock's own timed waits, so a test's mock of ``time`` or
+    freezegun, active now or when this was imported, can neither stop it nor see a call."""
+
+    __slots__ = ("alive", "bound", "expired", "fork", "lock", "owner", "result")
+
+    def __init__(self, token: Token, bound: float, result: Any = None) -> None:
+        self.lock = _thread.allocate_lock()
+        self.lock.acquire()
+        self.alive = weakref.ref(token, self.lock.__exit__)  # type: ignore[arg-type]
+        self.owner = _thread.get_ident()
+        self.bound, self.fork, self.result, self.expired = bound, FORKS[0], result, False
+
+    def stale(self) -> bool:
+        """Its worker is gone, in another process, or was waited for a whole bound."""
+        return self.expired or self.alive() is None or self.fork != FORKS[0]
+
+    def mine(self) -> bool:
+        return self.owner == _thread.get_ident()
+
+    def wait(self) -> bool:
+        """Wait for the worker (not this thread's own stack): False if the bound passed first."""
+        for _ in range(max(1, round(self.bound / _SLICE))):
+            if self.alive() is None:
+                return True
+            # In slices: another waiter interrupted between its acquire and release would
+            # keep the lock; the worker's token says whether the work is still going.
+            if self.lock.acquire(True, _SLICE):
+                self.lock.release()
+                return True
+        if self.alive() is None:
+            return True
+        self.expired = True  # (the next thread to come builds for itself)
+        return False
 
 
 class Registry:
@@ -143,9 +190,8 @@ class Registry:
             self.count("build_failures")
             self._remember_failure(key, checks)
             raise
-        except RecursionError:  # (a RuntimeError)
-            raise
         except (OSError, ValueError, TypeError, RuntimeError) as exc:
+            propagate(exc)
             # What a load raises (ssl.SSLError is an OSError; anything else propagates as from
             # stock's). Stock raises its own error for this connection: ours is a debug line.
             _log.debug("requests_fastssl: building a context failed (%r); stock handles it", exc)

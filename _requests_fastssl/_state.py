@@ -1,6 +1,5 @@
 """The install state every other module reads, and the lock that serialises changes to it. It
-imports nothing, so the wrappers, the registry and ``_install`` can all depend on it without
-depending on each other. The hook reads ``STATE.active`` and ``STATE.settings``."""
+imports nothing, so every module can depend on it without depending on the others."""
 
 from __future__ import annotations
 

@@ -30,25 +30,20 @@ class Status(NamedTuple):
 
 
 class Stats(NamedTuple):
-    """Counters of the registry since the process started (``clear()`` keeps them).
-    ``connections``: set-ups given a shared context (each a load stock would do); ``ca_loads``:
-    the loads of ``contexts_built``; ``build_failures``: builds that failed (stock's error for
-    those connections); ``failures_skipped``: set-ups sent to stock while failed files stay
-    unchanged; ``owned_loads_avoided``: loads left out of a given context that held the file.
-    """
+    """Counters of the registry since the process started (``clear()`` keeps them)."""
 
     contexts_built: int = 0
-    reuses: int = 0
-    ca_loads: int = 0
+    reuses: int = 0  #: set-ups that found their context built
+    ca_loads: int = 0  #: the loads of the contexts built
     build_seconds: float = 0.0
-    entries: int = 0
+    entries: int = 0  #: contexts held now
     evictions: int = 0
-    step_asides: int = 0
-    build_failures: int = 0
-    connections: int = 0
-    discards: int = 0
-    failures_skipped: int = 0
-    owned_loads_avoided: int = 0
+    step_asides: int = 0  #: set-ups left to stock, by Reason code in step_aside_reasons
+    build_failures: int = 0  #: builds that failed (stock's error for those connections)
+    connections: int = 0  #: set-ups given a shared context: each a load stock would make
+    discards: int = 0  #: contexts dropped as a file they read changed
+    failures_skipped: int = 0  #: set-ups sent to stock while failed files stay unchanged
+    owned_loads_avoided: int = 0  #: loads left out of a given context holding the file
     step_aside_reasons: Mapping[str, int] = {}
 
     def __str__(self) -> str:

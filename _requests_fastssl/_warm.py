@@ -1,7 +1,5 @@
-"""``warm()``: build at start-up the shared context a later request will use. It runs what a
-request runs up to the connection (requests' pool lookup and ``cert_verify`` on a throwaway
-adapter, the pool's connection object) and hands those set-up inputs to the same decision, so a
-later request finds its context; a forking master's workers then load nothing.
+"""``warm()``: build at start-up the shared context a later request will use, from the set-up
+inputs requests' own steps up to the connection give (a forking master's workers load nothing).
 ``REQUESTS_FASTSSL_WARM=1`` warms ``verify=True`` once requests is imported, never earlier."""
 
 from __future__ import annotations

@@ -427,3 +427,191 @@ def test_a_context_method_replaced_before_or_after_the_first_import(
     code = (patch + shim if when == "before" else shim + patch) + requests_
     lines = run_python(code).splitlines()
     assert lines == ["200", "200", "200", "3 {'context-patched': 3}"]
+
+
+# --- found by attacking the change (helper-1) ------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["set-up", "factory"])
+def test_bytecode_rewritten_in_place_is_not_urllib3s_own(
+    target: str, make_server: ServerFactory, pki: PKI
+) -> None:
+    """ddtrace's code-level wrapping keeps the function object, its file name and module and
+    replaces its __code__: a layer by file name would pass for urllib3's. Below the shim it
+    adds a corporate CA by passing a context; on the factory it caps TLS at 1.2 on demand."""
+    from ddtrace.internal.wrapping import unwrap, wrap
+
+    server = make_server(ca=pki.rogue_ca)  # the corporate proxy's certificate
+    cap = [False]
+
+    def corporate(f: Any, args: Any, kwargs: Any) -> Any:
+        if kwargs.get("ssl_context") is None:
+            ctx = __import__("ssl").create_default_context(cafile=pki.rogue_bundle)
+            kwargs = {**kwargs, "ssl_context": ctx}
+        return f(*args, **kwargs)
+
+    def capped(f: Any, args: Any, kwargs: Any) -> Any:
+        ctx = f(*args, **kwargs)
+        if cap[0]:  # (an operator's switch, read at each call)
+            ctx.maximum_version = __import__("ssl").TLSVersion.TLSv1_2
+        return ctx
+
+    owner = urllib3.connection if target == "set-up" else urllib3.util.ssl_
+    name = SET_UP if target == "set-up" else "create_urllib3_context"
+    function = getattr(owner, name)
+    wrap(function, corporate if target == "set-up" else capped)
+    try:
+        verify = pki.bundle if target == "set-up" else pki.rogue_bundle
+
+        def calls() -> list[Outcome]:
+            first = seen(new_connection(server.url, verify=verify))
+            cap[0] = True
+            try:
+                return [first, seen(new_connection(server.url, verify=verify))]
+            finally:
+                cap[0] = False
+
+        stock, shim = stock_and_shim(calls)
+    finally:
+        unwrap(function, corporate if target == "set-up" else capped)
+    assert shim == stock
+    assert [o[0] for o in stock] == ["200", "200"]
+    if target == "factory":
+        assert [o[2] for o in stock] == ["TLSv1.3", "TLSv1.2"]
+
+
+class Deadline(Exception):
+    """What a signal handler raises: any class, not only KeyboardInterrupt."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("error", [Deadline, TimeoutError], ids=["custom", "oserror"])
+@pytest.mark.parametrize("cache", ["warm", "cold"])
+def test_a_signal_handlers_exception_at_any_line_of_the_shim_escapes(
+    error: type[Exception], cache: str, make_server: ServerFactory, pki: PKI
+) -> None:
+    """A real signal, raised at each line the shim runs in turn; its Python handler raises. From
+    stock's code the exception always escapes requests.get: from the shim's it must too, never
+    taken for "stock for this connection" (a TimeoutError is an OSError, which a file check
+    would otherwise read as an unreadable file)."""
+    import signal
+
+    import _requests_fastssl
+
+    server = make_server()
+    package = _requests_fastssl.__path__[0]
+
+    def handler(signum: int, frame: Any) -> None:
+        raise error("deadline")
+
+    def run(n: int) -> tuple[str, int]:
+        lines = [0]
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line":
+                lines[0] += 1
+                if lines[0] == n:
+                    signal.raise_signal(signal.SIGUSR1)
+            return local
+
+        def tracer(frame: Any, event: str, arg: Any) -> Any:
+            return local if frame.f_code.co_filename.startswith(package) else None
+
+        sys.settrace(tracer)
+        try:
+            status = str(requests.get(server.url, verify=pki.bundle, timeout=5).status_code)
+        except Exception as exc:
+            status = type(exc).__name__
+        finally:
+            sys.settrace(None)
+        return status, lines[0]
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    requests_fastssl.install()
+    try:
+
+        def prepare() -> None:
+            if cache == "cold":
+                requests_fastssl.clear()
+            else:
+                requests.get(server.url, verify=pki.bundle)
+
+        for _ in range(2):  # (the second: without the process's one-time work)
+            prepare()
+            status, total = run(0)  # (no signal: every line the shim runs for this request)
+        assert status == "200"
+        escaped = []
+        for n in range(1, total + 1):
+            prepare()
+            status, reached = run(n)
+            escaped += [status] if reached >= n else []
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert len(escaped) > 50  # (the shim ran: the points were there)
+    # Never swallowed: the handler's exception, or what urllib3 makes of a TimeoutError raised
+    # in its own frames (a ReadTimeout), as it would of one raised in stock's.
+    assert "200" not in escaped
+    assert set(escaped) <= {error.__name__, "ReadTimeout", "ConnectTimeout"}
+
+
+def test_an_error_of_the_load_chains_as_stocks(make_server: ServerFactory, pki: PKI) -> None:
+    """urllib3 raises its SSLError from the load's, in the handler: cause and context both."""
+    server = make_server()
+
+    def chain() -> list[str]:
+        try:
+            new_connection(server.url, verify=pki.client_a.key)()  # (a key: no certificate)
+        except requests.exceptions.SSLError as exc:
+            error = exc.args[0].reason
+            return [type(x).__name__ for x in (error, error.__cause__, error.__context__)]
+        return []
+
+    requests_fastssl.clear()
+    stock, shim = stock_and_shim(chain)
+    assert shim == stock == ["SSLError", "SSLError", "SSLError"]
+
+
+def test_a_writable_memoryview_is_left_to_stock_without_a_word(
+    make_server: ServerFactory, pki: PKI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """hash() of a writable memoryview raises ValueError, not TypeError: still unhashable."""
+    import ssl
+
+    server = make_server()
+    der = ssl.PEM_cert_to_DER_cert(Path(pki.bundle).read_text())
+
+    def get() -> int:
+        pool = urllib3.HTTPSConnectionPool(
+            "127.0.0.1", server.port, ca_cert_data=memoryview(bytearray(der))
+        )
+        with pool:
+            return pool.request("GET", "/").status
+
+    stock, shim = stock_and_shim(lambda: [get(), get()])
+    assert shim == stock == [200, 200]
+    assert not [r for r in caplog.records if r.name == "requests_fastssl" and r.levelno >= 40]
+
+
+@pytest.mark.subprocess
+def test_a_sourceless_standard_library(
+    tmp_path: Path, make_server: ServerFactory, pki: PKI
+) -> None:
+    """ssl deployed as ssl.pyc only (compileall -b): ssl.__file__ is not the name its code was
+    compiled under, and the code is still ssl.py's own."""
+    import py_compile
+    import ssl
+
+    py_compile.compile(ssl.__file__, cfile=str(tmp_path / "ssl.pyc"), doraise=True)
+    server = make_server()
+    out = run_python(
+        f"""
+        import ssl, requests, requests_fastssl
+        print(ssl.__file__.endswith("ssl.pyc"), requests_fastssl.status())
+        for _ in range(2):
+            with requests.Session() as s:
+                s.get({server.url!r}, verify={pki.bundle!r})
+        print(requests_fastssl.stats().connections)
+        """,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert out.splitlines() == ["True active", "2"]

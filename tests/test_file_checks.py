@@ -26,7 +26,7 @@ from support import (
 )
 
 import requests_fastssl
-from _requests_fastssl import _files, _flight, _registry
+from _requests_fastssl import _files, _registry
 from _requests_fastssl._policy import Reason
 from _requests_fastssl._registry import Registry
 
@@ -38,13 +38,13 @@ class HeldBuild:
         self.started, self.release = threading.Event(), threading.Event()
         self.reads: list[str] = []
         self.waiting: list[int] = []
-        real, real_wait = _files.read_checks, _flight.Flight.wait
+        real, real_wait = _files.read_checks, _registry.Flight.wait
 
-        def wait(flight: _flight.Flight) -> bool:
+        def wait(flight: _registry.Flight) -> bool:
             self.waiting.append(1)
             return real_wait(flight)
 
-        monkeypatch.setattr(_flight.Flight, "wait", wait)
+        monkeypatch.setattr(_registry.Flight, "wait", wait)
 
         def read_checks(paths: tuple[str, ...]) -> Any:
             self.reads.append(threading.current_thread().name)
@@ -204,7 +204,7 @@ def test_a_build_in_flight_at_a_fork_is_stale_in_the_child_for_later_fork_handle
         import requests_fastssl  # (activation, before the handler; the core loads later)
         seen, flights = [], []
         os.register_at_fork(after_in_child=lambda: seen.append(flights[0].stale()))
-        from _requests_fastssl._flight import Flight, Token
+        from _requests_fastssl._registry import Flight, Token
         held, release = threading.Event(), threading.Event()
 
         def builder():

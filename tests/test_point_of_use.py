@@ -252,13 +252,13 @@ def test_an_exception_at_every_point_of_the_bookkeeping(
     trace hook injects it, as a signal handler would): the interrupted request raises it,
     then a retry and a thread that was waiting for the same context both complete, and
     nothing stays registered."""
-    from _requests_fastssl import _files, _flight, _registry
+    from _requests_fastssl import _files, _registry
 
     server = make_server()
     codes = {
         f.__code__
         for f in (_registry.Registry.get, _registry.Registry._wait, _registry.Registry._build,
-                  _registry.Registry._published, _flight.Flight.__init__, _flight.Flight.wait,
+                  _registry.Registry._published, _registry.Flight.__init__, _registry.Flight.wait,
                   _files.openable)
     }  # fmt: skip
 

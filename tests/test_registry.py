@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from _requests_fastssl import _flight, _registry
+from _requests_fastssl import _registry
 from _requests_fastssl._policy import Reason
 from _requests_fastssl._registry import Registry
 
@@ -110,8 +110,8 @@ def test_waits_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_flight_left_behind_is_replaced() -> None:
     registry = Registry()
-    token = _flight.Token()
-    registry._flights["k"] = _flight.Flight(token, _registry.WAIT_SECONDS)
+    token = _registry.Token()
+    registry._flights["k"] = _registry.Flight(token, _registry.WAIT_SECONDS)
     del token  # its builder is gone, and the flight was never deregistered
     fresh = object()
     assert registry.get("k", (), lambda checks: fresh) is fresh

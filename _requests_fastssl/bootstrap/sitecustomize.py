@@ -1,7 +1,6 @@
-"""Start-up hook of ``python -m requests_fastssl run``, imported as ``sitecustomize`` by every
-Python the command starts (PYTHONPATH): it activates the shim, then runs the ``sitecustomize``
-it hides, once. An interpreter the shim is not for (not CPython 3.11+) is left alone, without
-a word. Nothing here may break start-up: the syntax is what Python 2.7 reads too."""
+"""Start-up hook of ``run``, the ``sitecustomize`` of every Python the command starts: it
+activates the shim, then runs the ``sitecustomize`` it hides, once; any interpreter but CPython
+3.11+ is left alone, without a word (the syntax is Python 2.7's too). It may never fail."""
 
 import os
 import sys
