@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -502,3 +503,105 @@ def test_bench_json_check_neither_opens_a_fifo_nor_creates_files(tmp_path: Path)
     kept.write_text("the user's data")
     _check_json_target(parser, str(kept))
     assert kept.read_text() == "the user's data"
+
+
+# --- doctor on a bad day (issue 28) -------------------------------------------------------------
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A server that accepts TCP connections and never answers the TLS handshake (a stuck load
+    balancer): the kernel completes the connection from the listen backlog, nobody reads."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    try:
+        yield f"https://127.0.0.1:{listener.getsockname()[1]}/"
+    finally:
+        listener.close()
+
+
+def test_doctor_gives_up_on_a_silent_server_after_its_timeout(silent_server: str, pki: PKI) -> None:
+    proc = cli("doctor", "--url", silent_server, "--verify", pki.bundle, "--timeout", "1")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("request: ")]
+    assert "ReadTimeout" in line
+    assert "no answer within 1 s" in line
+    assert proc.stdout.splitlines()[-1].startswith("result: ")
+    assert "the request failed (ReadTimeout)" in proc.stdout.splitlines()[-1]
+
+
+def test_doctor_stops_on_a_real_sigint_with_one_line(silent_server: str, pki: PKI) -> None:
+    import signal
+
+    command = [sys.executable, "-m", "requests_fastssl", "doctor", "--url", silent_server]
+    command += ["--verify", pki.bundle, "--timeout", "60"]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # (doctor flushes each line; the request comes after the verdict)
+        if line.startswith("verdict: "):
+            break
+    proc.send_signal(signal.SIGINT)  # (waiting for the silent server now, or about to)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert err.splitlines() == ["python -m requests_fastssl: error: interrupted"]
+
+
+def test_doctor_json_is_one_document_and_its_status_is_the_exit_status() -> None:
+    import certifi
+
+    healthy = cli("doctor", "--json", "--no-self-test", "--verify", certifi.where())
+    found = json.loads(healthy.stdout)
+    assert healthy.returncode == found["exit_status"] == 0, healthy.stdout
+    assert found["findings"] == []
+    assert found["shim"] == {"state": "active", "reason": ""}
+    assert found["trust_source"]["ca_load_ms"] > 0
+    assert found["trust_source"]["verdict"].startswith("the shim saves about")
+    off = cli("doctor", "--json", "--no-self-test", env={"REQUESTS_FASTSSL_DISABLE": "1"})
+    found = json.loads(off.stdout)
+    assert off.returncode == found["exit_status"] == 1
+    assert found["findings"][0].startswith("the shim is not active here (disabled")
+
+
+def test_doctors_verdict_matches_its_exit_status() -> None:
+    """Disabled: the verdict may not say the shim saves time, and the last line says why 1."""
+    import certifi
+
+    proc = cli("doctor", "--no-self-test", "--verify", certifi.where(),
+               env={"REQUESTS_FASTSSL_DISABLE": "1"})  # fmt: skip
+    assert proc.returncode == 1
+    verdicts = [line for line in proc.stdout.splitlines() if line.startswith("verdict: ")]
+    assert verdicts[0].startswith("verdict: the shim would save about")
+    assert "but it is not active in this process" in verdicts[0]
+    assert proc.stdout.splitlines()[-1].startswith(
+        "result: 1 finding(s): the shim is not active here (disabled"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--url", "https://127.0.0.1:99999/"], "--url: need a port from 1 to 65535"),
+        (["--url", "https://127.0.0.1:0/"], "--url: need a port from 1 to 65535"),
+        (["--url", "https://127.0.0.1/", "--cert", "."], "--cert: '.' is a directory"),
+        (["--timeout", "0"], "need seconds from more than 0 to 600"),
+    ],
+)
+def test_doctor_checks_its_arguments_first_with_its_own_usage(
+    args: list[str], message: str
+) -> None:
+    proc = cli("doctor", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert proc.stderr.startswith("usage: python -m requests_fastssl doctor ")
+    assert proc.stdout == ""

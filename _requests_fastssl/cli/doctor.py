@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import __version__
 from .output import certificates, program, trust_for_verify_true, versions
+from .report import Report, advice
 from .run import bootstrap_dir
 
 __all__ = ["doctor"]
@@ -21,46 +22,62 @@ LITTLE_MS = 2.0
 
 
 def doctor(
-    verify: Any = True, self_test: bool = True, request: dict[str, Any] | None = None
+    verify: Any = True,
+    self_test: bool = True,
+    request: dict[str, Any] | None = None,
+    *,
+    timeout: float = 5.0,
+    as_json: bool = False,
 ) -> int:
+    """Exit status 0: healthy; 1: a finding (the last line says which)."""
     import ssl
 
     import requests  # noqa: F401  (imported so that the shim patches, or says why not)
 
     import requests_fastssl
 
-    print(f"requests-fastssl {__version__}")
-    print(
+    out = Report(as_json)
+    out.say(f"requests-fastssl {__version__}", "version", __version__)
+    out.say(
         f"Python {platform.python_version()} ({platform.python_implementation()}), "
-        f"{platform.platform()}, {os.cpu_count()} CPUs"
+        f"{platform.platform()}, {os.cpu_count()} CPUs",
+        "python",
     )
-    print(ssl.OPENSSL_VERSION)
-    print(", ".join(f"{name} {v}" for name, v in versions().items() if name != "requests-fastssl"))
-    print("activation modes in effect:")
-    for line in _activation_modes():
-        print(f"  {line}")
+    out.say(ssl.OPENSSL_VERSION, "openssl")
+    found = {name: v for name, v in versions().items() if name != "requests-fastssl"}
+    out.say(", ".join(f"{name} {v}" for name, v in found.items()), "versions", found)
+    modes = _activation_modes()
+    out.say("activation modes in effect:", "activation_modes", modes)
+    for line in modes:
+        out.say(f"  {line}")
     status = requests_fastssl.status()
     # This process imported requests_fastssl to run doctor, as a start-up line would.
-    print(f"shim in this process: {status}")
-    healthy = status.state.value == "active"
-    healthy = _trust_source(verify) and healthy
+    active = status.state.value == "active"
+    state = {"state": status.state.value, "reason": status.reason}
+    out.say(f"shim in this process: {status}", "shim", state)
+    if not active:
+        out.finding(f"the shim is not active here ({status})")
+    _trust_source(out, verify, active)
     if self_test:
-        healthy = _self_test(status.state.value == "active") and healthy
+        _self_test(out, active, timeout)
     if request is not None:
-        healthy = _one_request(request, status.state.value == "active") and healthy
-    return 0 if healthy else 1
+        _one_request(out, request, active, timeout)
+    return out.end()
 
 
-def _trust_source(verify: Any) -> bool:
+def _trust_source(out: Report, verify: Any, active: bool) -> None:
     """Say what the trust source for ``verify`` is, what stock pays to load it per new
-    connection, and whether the shim has much to gain; False if it cannot be loaded."""
+    connection, and whether the shim has much to gain (a finding if it cannot be loaded)."""
     import ssl
 
     from .engine import ca_load_ms
 
+    facts: dict[str, Any] = {}
+    out.doc["trust_source"] = facts
     measure: Callable[[], float]
     if verify is False:
-        print("trust source for verify=False: none checked, but stock loads the system store")
+        facts.update(verify=False, source="the system store")
+        out.say("trust source for verify=False: none checked, but stock loads the system store")
         what = "the system store"
 
         def measure() -> float:
@@ -71,15 +88,17 @@ def _trust_source(verify: Any) -> bool:
             source, origin = verify, "--verify"
         else:
             source, origin = trust_for_verify_true()
+        facts.update(verify=verify, source=source, origin=origin)
         shown = "True" if verify is True else repr(source)
-        print(f"trust source for verify={shown}: {source} ({origin})")
+        out.say(f"trust source for verify={shown}: {source} ({origin})")
         if os.path.isdir(source):
-            print(
+            out.say(
                 "one CA load: a CA directory is read lazily by OpenSSL at each handshake, so "
                 "stock pays little per connection; the shim leaves it to stock (ca-directory)"
             )
-            print("verdict: little to gain here; a bundle file is where the shim helps")
-            return True
+            facts["verdict"] = "little to gain here; a bundle file is where the shim helps"
+            out.say(f"verdict: {facts['verdict']}")
+            return
         what = ""
 
         def measure() -> float:
@@ -91,27 +110,34 @@ def _trust_source(verify: Any) -> bool:
     try:
         cost = measure()
     except (OSError, ssl.SSLError) as exc:
-        # Every such request would fail the same way.
-        print(f"one CA load: failed ({exc}); every request with this trust would fail")
-        return False
-    print(
+        facts["error"] = str(exc)
+        out.say(f"one CA load: failed ({exc}); every request with this trust would fail")
+        out.finding("the trust source cannot be loaded; fix the file or REQUESTS_CA_BUNDLE")
+        return
+    facts.update(ca_load_ms=round(cost, 2), size=what)
+    out.say(
         f"one CA load: {cost:.1f} ms ({what}, median of 5); stock requests pays this on every "
         "new connection, the shim once per process"
     )
     if cost < LITTLE_MS:
-        print(
-            f"verdict: little to gain: a load this cheap (under {LITTLE_MS:g} ms) is a small "
-            "part of a new connection; the shim helps with large bundles such as certifi's"
+        facts["verdict"] = (
+            f"little to gain: a load this cheap (under {LITTLE_MS:g} ms) is a small part of a "
+            "new connection; the shim helps with large bundles such as certifi's"
+        )
+    elif active:
+        facts["verdict"] = (
+            f"the shim saves about {cost:.0f} ms of CPU per new connection after the first; "
+            "requests on a kept-alive connection load nothing, with or without it"
         )
     else:
-        print(
-            f"verdict: the shim saves about {cost:.0f} ms of CPU per new connection after the "
-            "first; requests on a kept-alive connection load nothing, with or without it"
+        facts["verdict"] = (
+            f"the shim would save about {cost:.0f} ms of CPU per new connection after the "
+            "first, but it is not active in this process (see above)"
         )
-    return True
+    out.say(f"verdict: {facts['verdict']}")
 
 
-def _one_request(request: dict[str, Any], active: bool) -> bool:
+def _one_request(out: Report, request: dict[str, Any], active: bool, timeout: float) -> None:
     """doctor --url: one GET on a new connection, and what the shim did for it."""
     import requests
 
@@ -119,43 +145,52 @@ def _one_request(request: dict[str, Any], active: bool) -> bool:
 
     url = request["url"]
     shown = ", ".join(f"{k}={v!r}" for k, v in request.items() if k != "url")
+    facts: dict[str, Any] = {"url": url, "verify": request["verify"], "cert": request["cert"]}
+    out.doc["request"] = facts
     before = requests_fastssl.stats()
     try:
         with requests.Session() as session:
-            response = session.get(url, verify=request["verify"], cert=request["cert"])
+            response = session.get(
+                url, verify=request["verify"], cert=request["cert"], timeout=timeout
+            )
     except Exception as exc:  # (requests raises more than RequestException: OSError, ...)
-        print(f"request: GET {url} ({shown}): {type(exc).__name__}: {exc}")
-        ok = False
+        hint = advice(exc, timeout)
+        facts.update(error=f"{type(exc).__name__}: {exc}", advice=hint)
+        out.say(f"request: GET {url} ({shown}): {type(exc).__name__}: {exc}; try: {hint}")
+        out.finding(f"the request failed ({type(exc).__name__})")
     else:
-        print(f"request: GET {url} ({shown}): HTTP {response.status_code}")
-        ok = True
+        facts["status"] = response.status_code
+        out.say(f"request: GET {url} ({shown}): HTTP {response.status_code}")
     delta = requests_fastssl.stats().since(before)
     if not active:
-        print("shared: no, the shim is off in this process (see above); stock requests ran")
-        return False
+        facts["shared"] = False
+        out.say("shared: no, the shim is off in this process (see above); stock requests ran")
+        return
     reasons = dict(delta.step_aside_reasons)
+    facts.update(shared=bool(delta.connections), step_aside_reasons=reasons)
     if reasons:
         from _requests_fastssl._policy import Reason
 
         texts = {reason.code: reason.text for reason in Reason}
         for code in reasons:
             why = texts.get(code, "see docs/design.md, step-aside rules")
-            print(f"shared: no, left to stock requests ({code}): {why}")
+            out.say(f"shared: no, left to stock requests ({code}): {why}")
     elif delta.connections:
         built = (
             f"built now, with {delta.ca_loads} CA load(s)"
             if delta.contexts_built
             else "one built earlier in this process"
         )
-        print(f"shared: yes, {delta.connections} TLS connection(s) used a shared context ({built})")
+        out.say(
+            f"shared: yes, {delta.connections} TLS connection(s) used a shared context ({built})"
+        )
     elif delta.build_failures:
-        print(
+        out.say(
             "shared: no, building its context raised stock's own error (the request raised it, "
             "as stock requests does); fix the files"
         )
     else:
-        print("shared: no TLS connection was made (the request failed before, or was not HTTPS)")
-    return ok
+        out.say("shared: no TLS connection was made (the request failed before, or was not HTTPS)")
 
 
 def _activation_modes() -> list[str]:
@@ -204,7 +239,7 @@ def _activation_modes() -> list[str]:
     return lines
 
 
-def _self_test(active: bool) -> bool:
+def _self_test(out: Report, active: bool, timeout: float) -> None:
     """Real requests to an embedded HTTPS server on 127.0.0.1; shows the counters move."""
     import tempfile
 
@@ -218,8 +253,8 @@ def _self_test(active: bool) -> bool:
     try:
         ca = test_ca()
     except SystemExit:
-        print(f"self-test: not run, it needs trustme: {INSTALL_HINT}")
-        return True
+        out.say(f"self-test: not run, it needs trustme: {INSTALL_HINT}", "self_test", None)
+        return
     calls = 3
     with tempfile.TemporaryDirectory(prefix="requests-fastssl-doctor-") as tmp:
         bundle = certifi_plus(ca, tmp)
@@ -228,27 +263,32 @@ def _self_test(active: bool) -> bool:
             statuses = []
             for _ in range(calls):  # each a new Session, so a new connection
                 try:
-                    statuses.append(str(requests.get(server.url, verify=bundle).status_code))
+                    response = requests.get(server.url, verify=bundle, timeout=timeout)
+                    statuses.append(str(response.status_code))
                 except requests.RequestException as exc:
                     statuses.append(type(exc).__name__)
             delta = requests_fastssl.stats().since(before)
-    print(
+    facts = {"statuses": statuses, "connections": delta.connections, "ca_loads": delta.ca_loads}
+    out.doc["self_test"] = facts
+    out.say(
         f"self-test: {calls} x requests.get() to an embedded HTTPS server on 127.0.0.1, each a "
         f"new connection, verify=<certifi + a test CA>: {', '.join(statuses)}"
     )
     if statuses != ["200"] * calls:
-        print("self-test: FAILED, the requests did not succeed")
-        return False
+        out.say("self-test: FAILED, the requests did not succeed")
+        out.finding("the self-test's requests failed")
+        return
     if not active:
-        print(f"self-test: the shim is off here, so stock requests loaded the bundle {calls} times")
-        return True
-    print(
+        out.say(
+            f"self-test: the shim is off here, so stock requests loaded the bundle {calls} times"
+        )
+        return
+    out.say(
         f"self-test: {delta.connections} connection(s) used shared contexts; "
         f"{delta.contexts_built} context(s) built with {delta.ca_loads} CA load(s); stock "
         f"requests would have made {calls}"
     )
     if delta.connections != calls or delta.ca_loads != 1:
         reasons = dict(delta.step_aside_reasons) or "none recorded"
-        print(f"self-test: FAILED, the shim did not share as expected (step-asides: {reasons})")
-        return False
-    return True
+        out.say(f"self-test: FAILED, the shim did not share as expected (step-asides: {reasons})")
+        out.finding("the self-test did not share as expected")

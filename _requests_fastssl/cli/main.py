@@ -16,6 +16,7 @@ __all__ = ["main"]
 MAX_CONCURRENCY = 2000
 MAX_REPEAT = 100
 MAX_SEQUENTIAL = 10_000
+_SUBPARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
 def _positive_ints(text: str) -> list[int]:
@@ -41,6 +42,16 @@ def _int_between(low: int, high: int) -> Any:
         return value
 
     return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 600:
+        raise argparse.ArgumentTypeError(f"need seconds from more than 0 to 600, got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,8 +106,21 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser(
         "doctor",
         help="versions, activation modes, the trust source and its cost, and a self-test",
-        description="Exit 1 when the shim is not active, the trust source cannot be loaded, "
-        "the self-test fails, or the --url request raises.",
+        description="Exit status: 0 healthy; 1 a finding (the shim is not active, the trust "
+        "source cannot be loaded, the self-test fails, or the --url request raises), named by "
+        "the last line; 2 bad arguments; 130 interrupted (Ctrl-C).",
+    )
+    doctor.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="how long each network step may wait: connecting, and each answer (default 5)",
+    )
+    doctor.add_argument(
+        "--json",
+        action="store_true",
+        help="print everything doctor found as one JSON document instead of lines",
     )
     doctor.add_argument(
         "--no-self-test",
@@ -132,6 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         "it exits (REQUESTS_FASTSSL_REPORT=1 in its environment)",
     )
     run.add_argument("argv", nargs=argparse.REMAINDER, help="the command, after --")
+    _SUBPARSERS.update(bench=bench, doctor=doctor, run=run)
     return parser
 
 
@@ -171,6 +196,19 @@ def _check_url(parser: argparse.ArgumentParser, option: str, url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme != "https" or not parts.hostname:
         parser.error(f"{option}: need an https:// URL with a host, got {url!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or (port is None and parts.netloc.endswith(":")):
+        parser.error(f"{option}: need a port from 1 to 65535, got {url!r}")
+
+
+def _check_file(parser: argparse.ArgumentParser, option: str, path: str) -> None:
+    if os.path.isdir(path):
+        parser.error(f"{option}: {path!r} is a directory, not a file")
+    if not os.path.isfile(path):
+        parser.error(f"{option}: no such file: {path!r}")
 
 
 def _doctor_request(
@@ -198,16 +236,29 @@ def _doctor_request(
         parser.error("--key: only with --cert")
     for name in ("cert", "key"):
         path = getattr(args, name)
-        if path is not None and not os.path.isfile(path):
-            parser.error(f"--{name}: no such file: {path!r}")
+        if path is not None:
+            _check_file(parser, f"--{name}", path)
     if args.cert is not None:
         cert = args.cert if args.key is None else (args.cert, args.key)
     return {"url": args.url, "verify": verify, "cert": cert}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    """The command line: the subcommand's exit status; 2 for bad arguments (argparse's, with
+    the subcommand's usage); 130, after one line, for Ctrl-C."""
+    from .output import error
+
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        error("interrupted")
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    top = _parser()
+    args = top.parse_args(argv)
+    parser = _SUBPARSERS.get(args.command, top)  # (errors with the subcommand's own usage)
     if args.command == "bench":
         if args.json:
             _check_json_target(parser, args.json)
@@ -216,8 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.ca is not None:
             if not args.url:
                 parser.error("--ca: only with --url (the embedded server brings its own CA)")
-            if not os.path.isfile(args.ca):
-                parser.error(f"--ca: no such file: {args.ca!r}")
+            _check_file(parser, "--ca", args.ca)
         from .bench import bench
 
         return bench(args)
@@ -232,4 +282,6 @@ def main(argv: list[str] | None = None) -> int:
         verify=args.verify_value,
         self_test=not args.no_self_test and request is None,
         request=request,
+        timeout=args.timeout,
+        as_json=args.json,
     )
