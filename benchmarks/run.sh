@@ -5,14 +5,26 @@
 # machine it ran on) and results.txt (the table), X.Y being the OpenSSL of the Python running it.
 #
 # From the repository root with the package installed (pip install -e '.[bench]'):
-#   bash benchmarks/run.sh
+#   bash benchmarks/run.sh [PYTHON]      (default: $PYTHON, else python3)
 # The same on CPython 3.14 / OpenSSL 3.6 in tools/platforms.sh's Debian sid root (root needed),
 # then copied out of the root:
 #   bash tools/platforms.sh sid --run bash benchmarks/run.sh
 #   cp ~/.cache/requests-fastssl/platforms/sid/src/benchmarks/openssl-3.6/* benchmarks/openssl-3.6/
+#
+# The committed results change only when a run succeeds: it writes to a temporary directory,
+# moved into place at the end; an interpreter without the package (or trustme) stops it first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=benchmarks/$(python -c 'import ssl; print("openssl-%d.%d" % ssl.OPENSSL_VERSION_INFO[:2])')
+python=${1:-${PYTHON:-python3}}
+if ! "$python" -c 'import requests_fastssl, trustme' 2>/dev/null; then
+    echo "benchmarks/run.sh: $python cannot import requests_fastssl and trustme;" \
+        "install them (pip install -e '.[bench]') or name another interpreter" >&2
+    exit 2
+fi
+out=benchmarks/$("$python" -c 'import ssl; print("openssl-%d.%d" % ssl.OPENSSL_VERSION_INFO[:2])')
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$python" -m requests_fastssl bench --sequential 20 --concurrency 1,30,100,300 --repeat 10 \
+    --json "$tmp/results.json" | tee "$tmp/results.txt"
 mkdir -p "$out"
-python -m requests_fastssl bench --sequential 20 --concurrency 1,30,100,300 --repeat 10 \
-    --json "$out/results.json" | tee "$out/results.txt"
+mv "$tmp/results.json" "$tmp/results.txt" "$out/"

@@ -605,3 +605,35 @@ def test_doctor_checks_its_arguments_first_with_its_own_usage(
     assert message in proc.stderr
     assert proc.stderr.startswith("usage: python -m requests_fastssl doctor ")
     assert proc.stdout == ""
+
+
+def _committed_results() -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in (ROOT / "benchmarks").glob("openssl-*/results.*")}
+
+
+@pytest.mark.parametrize("interpreter", ["bare", "failing-bench"])
+def test_benchmarks_run_sh_leaves_the_committed_results_alone_when_it_fails(
+    tmp_path: Path, interpreter: str
+) -> None:
+    """run.sh uses the interpreter it is given; one without the package stops it before any
+    work, and a bench that fails half-way leaves the committed files as they were (tee used
+    to empty them)."""
+    wrapper = tmp_path / interpreter
+    if interpreter == "bare":  # (no site-packages: neither the package nor trustme)
+        wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    else:  # (the checks pass; the bench prints half a table and fails)
+        wrapper.write_text(
+            f'#!/bin/sh\nif [ "$1" = -m ]; then echo "half a table"; exit 1; fi\n'
+            f'exec {sys.executable} "$@"\n'
+        )
+    wrapper.chmod(0o755)
+    before = _committed_results()
+    assert before  # (the files the README quotes)
+    proc = subprocess.run(
+        ["bash", "benchmarks/run.sh", str(wrapper)],
+        capture_output=True, text=True, cwd=ROOT, env=clean_env(), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == (2 if interpreter == "bare" else 1), proc.stderr
+    if interpreter == "bare":
+        assert "cannot import requests_fastssl and trustme" in proc.stderr
+    assert _committed_results() == before
