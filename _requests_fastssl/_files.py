@@ -11,6 +11,9 @@ import os
 import stat
 import sys
 from io import FileIO
+from itertools import pairwise
+from types import FrameType
+from typing import Any
 
 __all__ = ["FileChanged", "FileCheck", "openable", "propagate", "read_checks"]
 
@@ -18,18 +21,27 @@ _PIECE = 65536
 _MOST = 1 << 20
 
 
-def propagate(exc: Exception) -> bool:
-    """Raise ``exc`` again where stock's code would raise it too (MemoryError, RecursionError,
-    a signal handler's, whatever its class); else False: "stock for this connection"."""
-    if isinstance(exc, MemoryError | RecursionError):
-        raise exc
-    signal, tb = sys.modules.get("signal"), exc.__traceback__
-    handlers = [signal.getsignal(n) for n in signal.valid_signals()] if signal else []
-    codes = {getattr(getattr(h, "func", h), "__code__", None) for h in handlers} - {None}
-    while tb is not None and codes:
-        if tb.tb_frame.f_code in codes:
+def propagate(exc: BaseException) -> bool:
+    """Raise ``exc`` again where stock's code would raise it too: what a signal handler raised
+    (a frame called with a signal number and a frame), whatever its class, and anything not an
+    Exception, MemoryError and RecursionError, unless an audit hook raised it for an ``open`` of
+    ours (stock's loads are OpenSSL's, which fire none). Else False: "stock for this connection"."""
+    signals: set[Any] = getattr(sys.modules.get("signal"), "valid_signals", set)()
+    tb, audit = exc.__traceback__, False
+    while tb is not None:
+        values = [tb.tb_frame.f_locals.get(n) for n in tb.tb_frame.f_code.co_varnames[:3]]
+        if any(
+            type(a) is int and a in signals and type(b) is FrameType for a, b in pairwise(values)
+        ):
             raise exc
+        audit = audit or (
+            values[:1] == ["open"] and len(values) > 1 and isinstance(values[1], tuple)
+        )
         tb = tb.tb_next
+    if not audit and (
+        not isinstance(exc, Exception) or isinstance(exc, MemoryError | RecursionError)
+    ):
+        raise exc
     return False
 
 
@@ -83,7 +95,7 @@ class FileCheck:
         """Whether the file still holds what was read (False if that cannot be told)."""
         try:
             return _identity(self.path) == self.identity and _same(self.path, self.contents)
-        except Exception as exc:  # (an audit hook's refusal included, whatever its class)
+        except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
             return propagate(exc)
 
 
@@ -95,7 +107,7 @@ def openable(paths: tuple[str, ...]) -> bool:
             if _identity(path) is None:
                 return False
             FileIO(path, "r").close()
-    except Exception as exc:  # (an audit hook's refusal included, whatever its class)
+    except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
         return propagate(exc)
     return True
 
@@ -113,7 +125,7 @@ def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
             if _identity(path) != identity:  # changed while read: let stock read it
                 return None
             checks.append(FileCheck(path, identity, contents))
-    except Exception as exc:  # (an audit hook's refusal included, whatever its class)
+    except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
         propagate(exc)
         return None
     return tuple(checks)

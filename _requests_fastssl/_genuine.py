@@ -9,6 +9,8 @@ import sys
 import types
 from typing import Any
 
+from ._files import propagate
+
 __all__ = ["GENUINE_CONTEXT", "IDENTIFIED", "genuine_unpatched", "is_genuine_function"]
 
 # module name -> its file's code objects by qualified name; ids of code objects found genuine
@@ -24,8 +26,9 @@ def _compiled(name: str) -> dict[str, list[types.CodeType]]:
         try:  # (the cached .pyc, as the import read it; a source or a sourceless .pyc alike)
             module = sys.modules[name]
             todo = [module.__spec__.loader.get_code(name)]  # type: ignore[union-attr]
-        except Exception:  # (no loader that can say: nothing counts as genuine)
-            todo = []
+        except BaseException as exc:  # (no loader that can say: nothing genuine, this time)
+            propagate(exc)
+            return found
         while todo:
             for const in todo.pop().co_consts:
                 if isinstance(const, types.CodeType):
@@ -67,8 +70,9 @@ def _genuine_context_class() -> type | None:
 
 IDENTIFIED = _genuine_context_class()
 GENUINE_CONTEXT: type = IDENTIFIED or type("NoGenuineSSLContext", (), {})
-# The last namespace of the class found to be ssl.py's own, compared by identity per connection.
-_VERIFIED: list[tuple[tuple[str, Any], ...]] = [()]
+# The last namespace of the class found to be ssl.py's own, and the code of each function in it
+# (a tracer may rewrite a function's code in place), compared by identity per connection.
+_VERIFIED: list[tuple[tuple[tuple[str, Any], ...], tuple[tuple[Any, Any], ...]]] = [((), ())]
 
 
 def _from_ssl(name: str, value: Any) -> bool:
@@ -88,11 +92,14 @@ def _from_ssl(name: str, value: Any) -> bool:
 
 
 def genuine_unpatched() -> bool:
-    ns, known = GENUINE_CONTEXT.__dict__, _VERIFIED[0]
-    if len(ns) == len(known) and all(ns.get(n) is v for n, v in known):
+    ns, (known, codes) = GENUINE_CONTEXT.__dict__, _VERIFIED[0]
+    same = len(ns) == len(known) and all(ns.get(n) is v for n, v in known)
+    if same and all(f.__code__ is c for f, c in codes):
         return True
     items = tuple(ns.items())
     if not all(_from_ssl(name, value) for name, value in items):
         return False
-    _VERIFIED[0] = items
+    parts = [getattr(v, a, None) for _, v in items for a in ("fget", "fset", "fdel", "__func__")]
+    functions = [f for f in (*parts, *(v for _, v in items)) if type(f) is types.FunctionType]
+    _VERIFIED[0] = items, tuple((f, f.__code__) for f in functions)
     return True

@@ -11,6 +11,7 @@ import types
 from collections.abc import Hashable, Mapping
 from typing import Any, NamedTuple
 
+from ._files import propagate
 from ._genuine import GENUINE_CONTEXT, genuine_unpatched, is_genuine_function
 
 __all__ = ["INPUTS", "Aside", "Decision", "Reason", "Settings", "StockError", "decide"]
@@ -194,7 +195,8 @@ class Settings:
                 _frozen(alpn),
                 *(_frozen(space.get(name)) for name in self.factory_globals),
             ), alpn
-        except (TypeError, ValueError):  # (ValueError: a writable memoryview)
+        except (TypeError, ValueError) as exc:  # (ValueError: a writable memoryview)
+            propagate(exc)
             return Reason.UNHASHABLE_SETTING
 
 
@@ -204,8 +206,8 @@ _DEPRECATED = {getattr(ssl.TLSVersion, n, None) for n in ("SSLv3", "TLSv1", "TLS
 def _deprecated(version: Any) -> bool:
     try:
         return version in _DEPRECATED
-    except TypeError:
-        return False  # (unhashable: the key steps aside for it)
+    except TypeError as exc:
+        return propagate(exc)  # (unhashable: the key steps aside for it)
 
 
 class Decision(NamedTuple):
@@ -243,8 +245,8 @@ def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
         # off (the store then decides nothing), so only then is the store shared.
         try:
             unverified = settings.connection.resolve_cert_reqs(inputs["cert_reqs"]) == 0
-        except Exception:
-            unverified = False
+        except Exception as exc:
+            unverified = propagate(exc)
         if not unverified or cert_file:
             return Reason.DEFAULT_STORE
         default = ssl.get_default_verify_paths().cafile  # (None unless it exists)
@@ -267,6 +269,7 @@ def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
             snapshot,
         )
         hash(key)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError) as exc:
+        propagate(exc)
         return Reason.UNHASHABLE_SETTING
     return Decision(key, tuple(files), alpn)

@@ -55,7 +55,10 @@ class FastSSL:
 # Per pytest run (its Parser): the project's own names ours would have collided with.
 _COLLISIONS: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
 _OWN_MARKER = pytest.StashKey[bool]()
+_SAID = pytest.StashKey[int]()
 _ITEM = pytest.StashKey[contextlib.ExitStack]()
+_MARKER = "fastssl: the requests-fastssl shim on for this test"
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _OPTIONS = {
     "--fastssl": ("store_true", "share SSLContexts between connections for the whole session"),
     "--no-fastssl": ("store_false", "requests stays stock for the whole session (final)"),
@@ -91,8 +94,8 @@ def _add_options(parser: pytest.Parser) -> None:
             group.addoption(name, action=action, dest="requests_fastssl", default=None, help=text)
     if "fastssl" in getattr(parser, "_inidict", {}):
         collisions.append("ini option fastssl")
-    else:  # (default None: not set, neither on nor off)
-        parser.addini("fastssl", "requests-fastssl on, or off (final)", type="bool", default=None)
+    else:  # (a string read here: a value that is no switch is the project's, not an error)
+        parser.addini("fastssl", "requests-fastssl on, or off (final)", type="string", default=None)
 
 
 @pytest.hookimpl(trylast=True)  # (after the project's own pytest_configure hooks)
@@ -101,13 +104,15 @@ def pytest_configure(config: pytest.Config) -> None:
     declared = [line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")]
     config.stash[_OWN_MARKER] = own_marker = "fastssl" not in declared
     if own_marker:
-        config.addinivalue_line("markers", "fastssl: the requests-fastssl shim on for this test")
+        config.addinivalue_line("markers", _MARKER)
     else:
         collisions.append("marker fastssl")
     choice = config.getoption("requests_fastssl", None)
     if choice is None and "ini option fastssl" not in collisions:
-        ini = config.getini("fastssl")
-        choice = None if ini is None else bool(ini)
+        ini = str(config.getini("fastssl") or "").strip().lower()
+        choice = {**dict.fromkeys(_ON, True), **dict.fromkeys(_OFF, False)}.get(ini)
+        if choice is None and ini:  # (not a switch: a conftest below the root defines the key)
+            collisions.append("ini option fastssl (not true or false)")
     if choice is None:
         return  # nothing asked: not even the registry (it imports ssl) is loaded
     was_wanted, baseline = _install.STATE.wanted, _install.stats()
@@ -122,9 +127,25 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_SESSION] = _Session(_install.STATE.wanted and not was_wanted, baseline)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Conftests below the root have registered their markers by now: a ``fastssl`` marker of
+    the project's own takes the name back from the plugin (said in the summary)."""
+    config = session.config
+    lines = [line.strip() for line in config.getini("markers")]
+    names = [line.split(":")[0].split("(")[0].strip() for line in lines if line != _MARKER]
+    if config.stash.get(_OWN_MARKER, False) and "fastssl" in names:
+        config.stash[_OWN_MARKER] = False
+        _COLLISIONS.setdefault(config._parser, []).append("marker fastssl")
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """The one notice of a name the project uses itself: the project's stays in charge."""
-    said = ", ".join(_COLLISIONS.get(config._parser, []))
+    return _notice(config)
+
+
+def _notice(config: pytest.Config) -> list[str]:
+    collisions = _COLLISIONS.get(config._parser, [])
+    said, config.stash[_SAID] = ", ".join(collisions[config.stash.get(_SAID, 0) :]), len(collisions)
     return [
         f"requests-fastssl warning: this project defines its own {said}; the plugin leaves it "
         "to the project (the fastssl fixture still works)"
@@ -145,6 +166,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _notice(terminalreporter.config):  # (found after the header: a marker)
+        terminalreporter.write_line(line)
     session = terminalreporter.config.stash.get(_SESSION, None)
     if session is None or session.vetoed:
         return

@@ -484,11 +484,37 @@ class Deadline(Exception):
     """What a signal handler raises: any class, not only KeyboardInterrupt."""
 
 
+class _Handler:
+    """A handler that is an instance (its frame is __call__'s, not a function's)."""
+
+    def __init__(self, error: type[Exception]) -> None:
+        self.error = error
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        raise self.error("deadline")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("error", [Deadline, TimeoutError], ids=["custom", "oserror"])
-@pytest.mark.parametrize("cache", ["warm", "cold"])
+@pytest.mark.parametrize(
+    ("cache", "error", "kind", "verify"),
+    [
+        ("warm", Deadline, "function", "bundle"),
+        ("warm", TimeoutError, "function", "bundle"),
+        ("cold", Deadline, "function", "bundle"),
+        ("cold", TimeoutError, "function", "bundle"),
+        ("warm", Deadline, "instance", "bundle"),
+        ("cold", ValueError, "one-shot", "bundle"),
+        ("warm", TypeError, "function", "off"),
+        ("cold", Deadline, "one-shot", "off"),
+    ],
+)
 def test_a_signal_handlers_exception_at_any_line_of_the_shim_escapes(
-    error: type[Exception], cache: str, make_server: ServerFactory, pki: PKI
+    cache: str,
+    error: type[Exception],
+    kind: str,
+    verify: str,
+    make_server: ServerFactory,
+    pki: PKI,
 ) -> None:
     """A real signal, raised at each line the shim runs in turn; its Python handler raises. From
     stock's code the exception always escapes requests.get: from the shim's it must too, never
@@ -502,7 +528,14 @@ def test_a_signal_handlers_exception_at_any_line_of_the_shim_escapes(
     package = _requests_fastssl.__path__[0]
 
     def handler(signum: int, frame: Any) -> None:
+        if kind == "one-shot":  # (no longer the current handler when the exception is seen)
+            signal.signal(signal.SIGUSR1, signal.SIG_DFL)
         raise error("deadline")
+
+    def install_handler() -> None:
+        signal.signal(signal.SIGUSR1, _Handler(error) if kind == "instance" else handler)
+
+    trust: Any = pki.bundle if verify == "bundle" else False
 
     def run(n: int) -> tuple[str, int]:
         lines = [0]
@@ -519,14 +552,14 @@ def test_a_signal_handlers_exception_at_any_line_of_the_shim_escapes(
 
         sys.settrace(tracer)
         try:
-            status = str(requests.get(server.url, verify=pki.bundle, timeout=5).status_code)
+            status = str(requests.get(server.url, verify=trust, timeout=5).status_code)
         except Exception as exc:
             status = type(exc).__name__
         finally:
             sys.settrace(None)
         return status, lines[0]
 
-    previous = signal.signal(signal.SIGUSR1, handler)
+    previous = signal.getsignal(signal.SIGUSR1)
     requests_fastssl.install()
     try:
 
@@ -534,7 +567,8 @@ def test_a_signal_handlers_exception_at_any_line_of_the_shim_escapes(
             if cache == "cold":
                 requests_fastssl.clear()
             else:
-                requests.get(server.url, verify=pki.bundle)
+                requests.get(server.url, verify=trust)
+            install_handler()
 
         for _ in range(2):  # (the second: without the process's one-time work)
             prepare()
@@ -615,3 +649,84 @@ def test_a_sourceless_standard_library(
         env={"PYTHONPATH": str(tmp_path)},
     )
     assert out.splitlines() == ["True active", "2"]
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "raised", ["Violation", "MemoryError", "RecursionError", "PermissionError"]
+)
+def test_an_audit_hook_refusing_our_own_reads_is_not_an_error(
+    raised: str, make_server: ServerFactory, pki: PKI
+) -> None:
+    """A sandbox's audit hook refusing Python-level opens of the bundle, with any exception
+    class (a BaseException of its own, MemoryError...): stock's loads are OpenSSL's and fire no
+    audit event, so stock never sees it; the shim's checks must not raise it either."""
+    server = make_server()
+    code = f"""
+        import sys, requests
+        class Violation(BaseException):
+            pass
+        error = Violation if {raised!r} == "Violation" else getattr(__builtins__, {raised!r})
+        def hook(event, args):
+            if event == "open" and args and args[0] == {pki.bundle!r}:
+                raise error("sandbox: no Python open of the bundle")
+        sys.addaudithook(hook)
+        import requests_fastssl
+        if sys.argv[-1] == "stock":
+            requests_fastssl.uninstall()
+        for _ in range(2):
+            with requests.Session() as s:
+                print(s.get({server.url!r}, verify={pki.bundle!r}).status_code)
+    """
+    import textwrap
+
+    outs = []
+    for mode in ("stock", "shim"):
+        proc = subprocess_run([sys.executable, "-c", textwrap.dedent(code), mode])
+        outs.append((proc.returncode, proc.stdout))
+    assert outs[0] == outs[1] == (0, "200\n200\n")
+
+
+def subprocess_run(argv: list[str]) -> Any:
+    import subprocess
+
+    from support import ROOT, clean_env
+
+    return subprocess.run(
+        argv, capture_output=True, text=True, env=clean_env(), cwd=ROOT, timeout=120
+    )
+
+
+def test_a_context_method_rewritten_in_place_after_the_first_connection(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    """A tracer rewrites SSLContext.set_alpn_protocols's code in place (the function object and
+    the class's namespace stay) after contexts were shared: it runs on every connection in
+    stock, so from then on the shim leaves them to stock."""
+    import ssl
+
+    from ddtrace.internal.wrapping import unwrap, wrap
+
+    server = make_server()
+    calls: list[int] = []
+
+    def hook(f: Any, args: Any, kwargs: Any) -> Any:
+        calls.append(1)
+        return f(*args, **kwargs)
+
+    method: Any = ssl.SSLContext.set_alpn_protocols
+
+    def run() -> list[Any]:
+        first = seen(new_connection(server.url, verify=pki.bundle))
+        wrap(method, hook)
+        try:
+            calls.clear()
+            rest = [seen(new_connection(server.url, verify=pki.bundle)) for _ in range(3)]
+            return [first, *rest, len(calls)]
+        finally:
+            unwrap(method, hook)
+
+    requests_fastssl.clear()
+    stock, shim = stock_and_shim(run)
+    assert shim == stock
+    assert stock[-1] == 3

@@ -343,3 +343,36 @@ def test_a_run_that_does_not_ask_sees_no_fixture_of_the_plugin(pytester: pytest.
         [line for line in r.outlines if line.startswith("NAMES=")] for r in (with_plugin, without)
     ]
     assert names[0] == names[1] == ["NAMES=request"]
+
+
+def test_a_marker_registered_by_a_conftest_below_the_root_stays_the_projects(
+    pytester: pytest.Pytester,
+) -> None:
+    """That conftest is read during collection, after the plugin's pytest_configure: the
+    plugin looks again once collection is done, and leaves the marker to the project."""
+    pytester.makeini("[pytest]\n")
+    sub = pytester.mkpydir("integration")
+    (sub / "conftest.py").write_text(
+        "def pytest_configure(config):\n"
+        "    config.addinivalue_line('markers', 'fastssl: the project own meaning')\n"
+    )
+    (sub / "test_inner.py").write_text(INNER)
+    result = pytester.runpytest_subprocess("-s")
+    result.assert_outcomes(passed=4)
+    assert states(result) == row(NONE, ON, NONE, NONE)
+    assert sum("defines its own marker fastssl" in line for line in result.outlines) == 1
+
+
+def test_an_ini_key_of_a_conftest_below_the_root_is_not_read_as_a_switch(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nfastssl = certs/fast.pem\n")
+    sub = pytester.mkpydir("integration")
+    (sub / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n    parser.addini('fastssl', 'the project own bundle')\n"
+    )
+    (sub / "test_inner.py").write_text(INNER)
+    result = pytester.runpytest_subprocess("-s")
+    result.assert_outcomes(passed=4)
+    assert states(result) == row(NONE, ON, ON, NONE)
+    assert any("ini option fastssl (not true or false)" in line for line in result.outlines)
