@@ -34,12 +34,9 @@ def _debug(message: str, *args: Any) -> None:
 
 
 def disabled_by_env() -> str | None:
-    """The kill switch's value if it disables the shim, else None. Any value but empty, 0,
-    false, no or off disables: an operator who set it to something unknown meant "off"."""
-    value = os.environ.get(ENV_DISABLE)
-    if value is None or value.strip().lower() in _observe.OFF_WORDS:
-        return None
-    return value
+    """The kill switch's value if it disables the shim, else None. A value it does not know
+    disables, with one warning: an operator who set it to something meant "off"."""
+    return os.environ.get(ENV_DISABLE) if _observe.switch(ENV_DISABLE, unknown=True) else None
 
 
 def install(*, strict: bool = False, max_contexts: int | None = None) -> Status:

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 ENV_LOG, ENV_REPORT = "REQUESTS_FASTSSL_LOG", "REQUESTS_FASTSSL_REPORT"
 _LEVELS = {"debug": 10, "info": 20, "warning": 30}
-OFF_WORDS = ("", "0", "false", "no", "off")  # what leaves a switch off
-_done: set[str] = set()  # what configure_from_env did once per process
+ON_WORDS, OFF_WORDS = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+_done: set[str] = set()  # what configure_from_env did, and the values warned about, once
 
 # What a user can do, by reason code; a reason not named needs nothing.
 ADVICE = {
@@ -42,19 +42,38 @@ def _logger() -> Any:
     return logging.getLogger("requests_fastssl")
 
 
+def switch(name: str, *, unknown: bool) -> bool:
+    """The one reader of every on/off switch: 1/true/yes/on, 0/false/no/off or unset (any case,
+    spaces around); any other value gets one warning and ``unknown``, that switch's safe side."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ON_WORDS or value in OFF_WORDS:
+        return value in ON_WORDS
+    _warn_once(name, f"{'on' if unknown else 'off'} (1/true/yes/on or 0/false/no/off)")
+    return unknown
+
+
+def _warn_once(name: str, taken: str) -> None:
+    if name not in _done:
+        _done.add(name)
+        import contextlib
+
+        with contextlib.suppress(Exception):  # (an application's filter may raise)
+            value = os.environ.get(name, "")
+            _logger().warning(
+                "requests_fastssl: %s=%r is not understood; taken as %s", name, value, taken
+            )
+
+
 def configure_from_env() -> None:
     """One environment lookup each when neither switch is set (start-up calls this)."""
     value = os.environ.get(ENV_LOG, "").strip()
-    if value and "log" not in _done:
+    if value.lower() not in OFF_WORDS and "log" not in _done:
         _done.add("log")
-        import contextlib
         import logging
 
         level = _LEVELS.get(value.lower())
         if level is None:
-            msg = "requests_fastssl: %s=%r is not one of debug, info, warning; ignored"
-            with contextlib.suppress(Exception):  # (an application's filter may raise)
-                _logger().warning(msg, ENV_LOG, value)
+            _warn_once(ENV_LOG, "off (debug, info, warning, or 0/false/no/off)")
         else:
             handler, logger = logging.StreamHandler(sys.stderr), _logger()
             handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
@@ -62,8 +81,7 @@ def configure_from_env() -> None:
             logger.setLevel(level)
             logger.propagate = False  # the switch sends it to stderr, once, not twice
             _done.add("on")
-    asked = os.environ.get(ENV_REPORT, "").strip().lower()
-    if asked not in OFF_WORDS and "report" not in _done:
+    if "report" not in _done and switch(ENV_REPORT, unknown=False):
         _done.add("report")
         import atexit
 

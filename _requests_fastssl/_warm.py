@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._observe import OFF_WORDS, _logger
+from ._observe import _logger, switch
 from ._state import STATE
 
 __all__ = ["ENV_WARM", "warm", "warm_from_env"]
 
 ENV_WARM = "REQUESTS_FASTSSL_WARM"
-_ON = ("1", "true", "yes", "on")
 # Never resolved or contacted: the host only has to make requests build an HTTPS pool.
 _URL = "https://requests-fastssl.invalid/"
 
@@ -84,13 +83,9 @@ def _stock_steps(inputs: dict[str, Any]) -> Any:
 def warm_from_env() -> None:
     """Warm ``verify=True`` if ``REQUESTS_FASTSSL_WARM`` asks. Never raises (this runs inside the
     program's ``import requests``): a failure is logged; the first request raises it as stock."""
-    value = os.environ.get(ENV_WARM)
-    if value is None or value.strip().lower() in OFF_WORDS:
+    if not switch(ENV_WARM, unknown=False):
         return
     log = _logger()
-    if value.strip().lower() not in _ON:
-        log.warning("requests_fastssl: %s=%r not understood (1 or 0); not warming", ENV_WARM, value)
-        return
     from ._policy import Reason
     from ._registry import REGISTRY
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import _install
+from . import _install, _observe
 
 if TYPE_CHECKING:
     from ._status import Stats, Status
@@ -58,7 +58,6 @@ _OWN_MARKER = pytest.StashKey[bool]()
 _SAID = pytest.StashKey[int]()
 _ITEM = pytest.StashKey[contextlib.ExitStack]()
 _MARKER = "fastssl: the requests-fastssl shim on for this test"
-_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _OPTIONS = {
     "--fastssl": ("store_true", "share SSLContexts between connections for the whole session"),
     "--no-fastssl": ("store_false", "requests stays stock for the whole session (final)"),
@@ -110,7 +109,8 @@ def pytest_configure(config: pytest.Config) -> None:
     choice = config.getoption("requests_fastssl", None)
     if choice is None and "ini option fastssl" not in collisions:
         ini = str(config.getini("fastssl") or "").strip().lower()
-        choice = {**dict.fromkeys(_ON, True), **dict.fromkeys(_OFF, False)}.get(ini)
+        on, off = _observe.ON_WORDS, _observe.OFF_WORDS[1:]  # (the switches' own words)
+        choice = True if ini in on else False if ini in off else None
         if choice is None and ini:  # (not a switch: a conftest below the root defines the key)
             collisions.append("ini option fastssl (not true or false)")
     if choice is None:

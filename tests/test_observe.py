@@ -92,10 +92,52 @@ def test_without_the_switch_or_at_warning_the_shim_says_nothing(
 def test_a_log_switch_value_not_understood_is_said_not_ignored() -> None:
     proc = _run("import requests_fastssl", {"REQUESTS_FASTSSL_LOG": "loud"})
     assert proc.returncode == 0
-    assert (
-        "requests_fastssl: REQUESTS_FASTSSL_LOG='loud' is not one of debug, info, warning; ignored"
-        in proc.stderr
+    assert proc.stderr == (
+        "requests_fastssl: REQUESTS_FASTSSL_LOG='loud' is not understood; taken as off (debug, "
+        "info, warning, or 0/false/no/off)\n"
     )
+
+
+# Every switch, one reader (issue 28): what each value class does, and what it says.
+_SWITCH_CODE = (
+    "import atexit, requests, requests_fastssl; "
+    "print(requests_fastssl.status().state.value, "
+    "requests_fastssl.stats().contexts_built)"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "state", "built", "said"),
+    [
+        ("REQUESTS_FASTSSL_DISABLE", "1", "disabled", 0, ""),
+        ("REQUESTS_FASTSSL_DISABLE", " Yes ", "disabled", 0, ""),
+        ("REQUESTS_FASTSSL_DISABLE", "off", "active", 0, ""),
+        ("REQUESTS_FASTSSL_DISABLE", "", "active", 0, ""),
+        ("REQUESTS_FASTSSL_DISABLE", "maybe", "disabled", 0, "taken as on"),  # (the safe side)
+        ("REQUESTS_FASTSSL_REPORT", "true", "active", 0, "requests_fastssl report ("),
+        ("REQUESTS_FASTSSL_REPORT", "No", "active", 0, ""),
+        ("REQUESTS_FASTSSL_REPORT", "maybe", "active", 0, "taken as off"),
+        ("REQUESTS_FASTSSL_WARM", "on", "active", 1, ""),
+        ("REQUESTS_FASTSSL_WARM", "0", "active", 0, ""),
+        ("REQUESTS_FASTSSL_WARM", "maybe", "active", 0, "taken as off"),
+        ("REQUESTS_FASTSSL_LOG", "off", "active", 0, ""),
+        ("REQUESTS_FASTSSL_LOG", "INFO", "active", 0, "INFO requests_fastssl: active in pid"),
+        ("REQUESTS_FASTSSL_LOG", "maybe", "active", 0, "taken as off"),
+    ],
+)
+def test_every_switch_reads_its_values_alike(
+    name: str, value: str, state: str, built: int, said: str, pki: PKI
+) -> None:
+    proc = _run(_SWITCH_CODE, {name: value, "REQUESTS_CA_BUNDLE": pki.bundle})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [state, str(built)]
+    if said:
+        assert said in proc.stderr
+        assert len(proc.stderr.splitlines()) == 1  # one line, once
+        if "taken as" in said:
+            assert proc.stderr.startswith(f"requests_fastssl: {name}={value!r} is not understood")
+    else:
+        assert proc.stderr == ""
 
 
 @pytest.mark.urllib3_2

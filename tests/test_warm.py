@@ -134,7 +134,7 @@ def test_env_warm_with_requests_imported_first(pki: PKI) -> None:
 @pytest.mark.parametrize(
     ("value", "bundle", "message"),
     [
-        ("maybe", None, "REQUESTS_FASTSSL_WARM='maybe' not understood (1 or 0); not warming"),
+        ("maybe", None, "REQUESTS_FASTSSL_WARM='maybe' is not understood; taken as off"),
         (
             "1",
             "/missing.pem",
