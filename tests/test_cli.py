@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import PKI, PRELOADED, ROOT, ServerFactory, clean_env, run_python
@@ -81,7 +84,8 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     assert [line.split(":")[0].strip() for line in verdicts[:4]] == [
         "3 seq, verify", "3 seq, noverify", "2 thr, verify", "2 thr, noverify",
     ]  # fmt: skip
-    assert all("times faster than stock" in line for line in verdicts[:4])
+    assert all(re.search(r"shim \d+\.\d\dx (faster|slower) than stock", v) for v in verdicts[:4])
+    assert lines[2].startswith("verdict: shim ")  # (the one line to read first)
     # With one repetition there is no spread to judge, and the line says so.
     assert "warning" not in "\n".join(summary)
     assert all("one run: no noise estimate" in line for line in verdicts[:4])
@@ -162,6 +166,7 @@ def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     assert "interrupted: the table shows the runs that finished" in stderr
     assert "Traceback" not in stderr
     assert any(line.split()[:3] == ["stock-verify", "20", "seq"] for line in stdout.splitlines())
+    assert stdout.splitlines()[2].startswith("verdict (PARTIAL: interrupted; of the runs")
     data = json.loads(out.read_text())
     assert data["interrupted"] is True
     assert [r["variant"] for r in data["results"]] == ["stock-verify"]
@@ -537,24 +542,27 @@ def test_doctor_gives_up_on_a_silent_server_after_its_timeout(silent_server: str
 def test_doctor_stops_on_a_real_sigint_with_one_line(silent_server: str, pki: PKI) -> None:
     import signal
 
-    command = [sys.executable, "-m", "requests_fastssl", "doctor", "--url", silent_server]
+    # As at a terminal, whatever this test runs under (a background job ignores SIGINT).
+    start = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'requests_fastssl'; "
+        "runpy.run_module('requests_fastssl', run_name='__main__')"
+    )
+    command = [sys.executable, "-c", start, "doctor", "--url", silent_server]
     command += ["--verify", pki.bundle, "--timeout", "60"]
     proc = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-        cwd=ROOT,
-    )
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(),
+        cwd=ROOT, start_new_session=True,
+    )  # fmt: skip
     assert proc.stdout is not None
     for line in proc.stdout:  # (doctor flushes each line; the request comes after the verdict)
         if line.startswith("verdict: "):
             break
-    proc.send_signal(signal.SIGINT)  # (waiting for the silent server now, or about to)
+    os.killpg(proc.pid, signal.SIGINT)  # (waiting for the silent server now, or about to)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
-    assert err.splitlines() == ["python -m requests_fastssl: error: interrupted"]
+    assert len(err.splitlines()) == 1
+    assert err.endswith(": error: interrupted\n")
 
 
 def test_doctor_json_is_one_document_and_its_status_is_the_exit_status() -> None:
@@ -637,3 +645,42 @@ def test_benchmarks_run_sh_leaves_the_committed_results_alone_when_it_fails(
     if interpreter == "bare":
         assert "cannot import requests_fastssl and trustme" in proc.stderr
     assert _committed_results() == before
+
+
+def _row(variant: str, scenario: str, runs: list[float], failed: int = 0) -> dict[str, Any]:
+    mean = sum(runs) / len(runs)
+    sd = (sum((r - mean) ** 2 for r in runs) / (len(runs) - 1)) ** 0.5 if len(runs) > 1 else 0.0
+    return {"variant": variant, "scenario": scenario, "runs": runs, "mean_s": mean,
+            "stdev_s": sd, "failed": failed}  # fmt: skip
+
+
+def test_bench_summary_reads_at_a_glance() -> None:
+    """One verdict first; a slower shim reads 'slower', never '0.84 times faster'; one noise
+    warning for the run, not one per line."""
+    from _requests_fastssl.cli.table import faster, overall, verdicts
+
+    assert faster(5.1) == "5.10x faster"
+    assert faster(1 / 1.2) == "1.20x slower"
+    quiet = [
+        _row("stock-verify", "10 thr", [1.0, 1.0, 1.0]),
+        _row("shim-verify", "10 thr", [0.2, 0.2, 0.2]),
+        _row("floor-verify", "10 thr", [0.2, 0.2, 0.2]),
+        _row("stock-verify", "1 thr", [0.10, 0.10, 0.10]),
+        _row("shim-verify", "1 thr", [0.12, 0.12, 0.12]),
+        _row("floor-verify", "1 thr", [0.10, 0.10, 0.10]),
+    ]
+    rows = verdicts(quiet)
+    assert [r["line"].split(";")[0] for r in rows] == [
+        "10 thr, verify: shim 5.00x faster (± 0.00) than stock",
+        "1 thr, verify: shim 1.20x slower (± 0.00) than stock",
+    ]
+    assert overall(rows) == (
+        "verdict: shim 1.20x slower to 5.00x faster than stock; +20% against the floor "
+        "(median of 2 comparisons, +0% to +20%)"
+    )
+    noisy = [_row(r["variant"], r["scenario"], [r["mean_s"] * f for f in (0.7, 1.0, 1.3)])
+             for r in quiet]  # fmt: skip
+    assert all(r["noise"] > 5 for r in verdicts(noisy))
+    assert overall([{"line": "x: requests failed; no comparison"}]).startswith(
+        "verdict: no comparison"
+    )

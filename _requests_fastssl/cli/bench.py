@@ -122,15 +122,15 @@ def bench(args: argparse.Namespace) -> int:
     if interrupted:
         print("interrupted: the table shows the runs that finished", file=sys.stderr)
     summaries = [r.summary() for r in results]
-    print_table(summaries, server_name, args.repeat)
+    print_table(summaries, server_name, args.repeat, partial=interrupted)
     if overhead:
         calls = overhead["shim_calls_per_request"]
         counted = "not counted (the request failed)" if calls is None else f"{calls:g}"
         print(
             f"keep-alive: calls into the shim per request on a warm pool: {counted} (200 GETs "
             "on one Session, counted by a profile hook); what send() "
-            f"does before it reuses a connection: shim {overhead['shim']:.1f} us, stock "
-            f"{overhead['stock']:.1f} us ({overhead['overhead']:+.1f} us; best of 3 x 5 x "
+            f"does before it reuses a connection: shim {overhead['shim']:.1f} µs, stock "
+            f"{overhead['stock']:.1f} µs ({overhead['overhead']:+.1f} µs; best of 3 x 5 x "
             "5000 calls per side, no traffic)"
         )
     if startup:

@@ -6,23 +6,23 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["print_table", "verdicts"]
+__all__ = ["faster", "overall", "print_table", "verdicts"]
 
-LEGEND = (
-    "stock: requests as installed. shim: the same with requests_fastssl installed. floor: the "
-    "least any cache can do, the context stock builds for each connection, built and "
-    "loaded once per run and handed to urllib3 by an adapter (its build is inside the timed "
-    "window, before the threads start; the shim builds on first use). "
-    "scenario: N thr = N threads, one requests.get each; N seq = one thread, N requests.get "
-    "in a row. wall: mean ± standard deviation of the timed runs; the summary's figures are "
-    "ratios of means ± their standard error. CA loads: "
-    "load_verify_locations + load_default_certs calls per run, counted in the warm-up run "
-    "from outside the shim. srv CPU: server CPU time / wall time (1 core = 100%). failed: "
-    "failed requests over all runs (no comparison for a variant with failures)."
-)
+LEGEND = """\
+stock: requests as installed; shim: with requests_fastssl; floor: the least any cache can do
+(stock's context built once per run, in the timed window, handed to urllib3 by an adapter).
+N thr: N threads, one GET each; N seq: N GETs in a row. wall: mean ± σ of the timed runs; the
+summary: ratios of means ± their standard error. CA loads: counted in the warm-up run. srv CPU:
+server CPU / wall (1 core = 100%). failed: over all runs (no ratio for a variant that failed)."""
 
 
-def print_table(summaries: list[dict[str, Any]], server: str, repeat: int) -> None:
+def print_table(
+    summaries: list[dict[str, Any]], server: str, repeat: int, *, partial: bool = False
+) -> None:
+    rows = verdicts(summaries)
+    line = overall(rows)  # (the one line to read first)
+    partial_mark = "verdict (PARTIAL: interrupted; of the runs that finished):"
+    print(line.replace("verdict:", partial_mark) if partial else line)
     print(f"server: {server}; {repeat} timed run(s) per variant after a warm-up")
     header = (
         f"{'variant':<15} {'scenario':>8} {'wall s (mean ± σ)':>19} {'min…max s':>13} "
@@ -40,12 +40,47 @@ def print_table(summaries: list[dict[str, Any]], server: str, repeat: int) -> No
             f"{s['server_cpu_share']:>7.0%} {s['failed']:>7}"
         )
     print(LEGEND)
-    lines = verdicts(summaries)
-    if lines:
+    if rows:
         print()
         print("summary")
-        for line in lines:
-            print(f"  {line}")
+        for row in rows:
+            print(f"  {row['line']}")
+        noisy = [row for row in rows if row.get("noise", 0) > 5]
+        if noisy:
+            worst = max(row["noise"] for row in noisy)
+            print(
+                f"  warning: a busy machine: ±{worst:.0f}% of noise in {len(noisy)} of "
+                f"{len(rows)} comparisons hides differences of a few per cent; rerun with more "
+                "--repeat on a quieter machine"
+            )
+
+
+def faster(ratio: float) -> str:
+    """A speed ratio as it reads: "5.1x faster", or "1.2x slower", never "0.84 times faster"."""
+    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+
+
+def overall(rows: list[dict[str, Any]]) -> str:
+    """The verdict at a glance, from the comparisons with a ratio."""
+    rated = [row for row in rows if "speed" in row]
+    if not rated:
+        return "verdict: no comparison (requests failed, or a variant did not run)"
+    speeds = sorted(row["speed"] for row in rated)
+    offs = sorted(row["off"] for row in rated)
+    low, high = speeds[0], speeds[-1]
+    if low < 1 <= high:
+        span = f"{faster(low)} to {faster(high)}"
+    elif round(low, 1) == round(high, 1):
+        span = faster(high)
+    elif low >= 1:
+        span = f"{low:.1f}-{faster(high)}"
+    else:
+        span = f"{1 / high:.1f}-{faster(low)}"
+    median = offs[len(offs) // 2]
+    return (
+        f"verdict: shim {span} than stock; {median:+.0f}% against the floor (median of "
+        f"{len(rated)} comparisons, {offs[0]:+.0f}% to {offs[-1]:+.0f}%)"
+    )
 
 
 def _ratio(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float]:
@@ -60,11 +95,11 @@ def _ratio(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float]:
     return r, r * rel
 
 
-def verdicts(summaries: list[dict[str, Any]]) -> list[str]:
-    """One line per scenario and verify setting where shim, stock and floor all ran cleanly,
-    with a warning where the noise makes the comparison with the floor meaningless."""
+def verdicts(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per scenario and verify setting where shim, stock and floor all ran: its line,
+    and the ratios (``speed``: stock's time over the shim's; ``off``: % against the floor)."""
     by_key = {(s["variant"], s["scenario"]): s for s in summaries}
-    out: list[str] = []
+    out: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
     for s in summaries:
         verify = s["variant"].split("-", 1)[1]
@@ -79,29 +114,23 @@ def verdicts(summaries: list[dict[str, Any]]) -> list[str]:
             continue
         label = f"{s['scenario']}, {verify}:"
         if shim["failed"] or stock["failed"] or floor["failed"]:
-            out.append(f"{label} requests failed; no comparison")
+            out.append({"line": f"{label} requests failed; no comparison"})
             continue
         speed, speed_se = _ratio(stock, shim)
         slow, slow_se = _ratio(shim, floor)
-        off, noise = (slow - 1) * 100, slow_se * 100
+        row: dict[str, Any] = {"speed": speed, "off": (slow - 1) * 100}
         if min(len(shim["runs"]), len(stock["runs"]), len(floor["runs"])) < 2:
-            out.append(
-                f"{label} shim {speed:.2f} times faster than stock; {off:+.1f}% against the "
+            row["line"] = (
+                f"{label} shim {faster(speed)} than stock; {row['off']:+.1f}% against the "
                 "floor (one run: no noise estimate, use --repeat 2 or more)"
             )
-            continue
-        out.append(
-            f"{label} shim {speed:.2f} ± {speed_se:.2f} times faster than stock; "
-            f"{off:+.1f}% ± {noise:.1f}% against the floor"
-        )
-        if off < -2 * noise:
-            out.append(
-                "  warning: the shim beat the floor by more than twice the noise; something "
-                "disturbed the runs (another load on the machine?): rerun"
+        else:
+            row["noise"] = noise = slow_se * 100
+            row["line"] = (
+                f"{label} shim {faster(speed)} (± {speed_se:.2f}) than stock; "
+                f"{row['off']:+.1f}% ± {noise:.1f}% against the floor"
             )
-        elif noise > 5:
-            out.append(
-                f"  warning: ±{noise:.0f}% of noise is too much to tell a few per cent apart; "
-                "rerun with more --repeat on a quieter machine"
-            )
+            if row["off"] < -2 * noise:
+                row["line"] += " (beat the floor by more than twice the noise: rerun)"
+        out.append(row)
     return out
