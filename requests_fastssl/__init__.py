@@ -56,6 +56,11 @@ __all__ = [
 ]
 
 
+def __dir__() -> list[str]:
+    """The module's names with those loaded on first use: dir() and completion show them."""
+    return sorted({*globals(), *__all__})
+
+
 def __getattr__(name: str) -> object:
     if name in ("State", "Stats", "Status"):
         from _requests_fastssl import _status

@@ -428,3 +428,12 @@ def test_status_pending_then_active_reports_reasons() -> None:
         "active",
         "not-installed",
     ]
+
+
+def test_dir_shows_the_names_loaded_on_first_use() -> None:
+    """State, Stats, Status and warm are loaded lazily (start-up cost): dir() lists them."""
+    import json
+
+    out = run_python("import json, requests_fastssl; print(json.dumps(dir(requests_fastssl)))")
+    names = json.loads(out)
+    assert set(requests_fastssl.__all__) <= set(names)
