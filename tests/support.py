@@ -172,16 +172,16 @@ def stock_and_shim(calls: Callable[[], Any]) -> tuple[Any, Any]:
 
 @contextlib.contextmanager
 def other_contents_during_first_load(
-    mapping: mmap.mmap, during: bytes, after: bytes
+    mapping: mmap.mmap, during: bytes, after: bytes, method: str = "load_verify_locations"
 ) -> Iterator[None]:
-    """Within the block, the first client-side ``load_verify_locations`` in this thread reads
-    ``during`` from the file behind ``mapping`` (a shared mmap of it), which holds ``after``
-    again before the load returns: a change no timestamp shows and no check can see, timed
-    by the profiler (an attacker's best case)."""
+    """Within the block, the first client-side ``method`` load in this thread reads ``during``
+    from the file behind ``mapping`` (a shared mmap of it), which holds ``after`` again before
+    the load returns: a change no timestamp shows and no check can see, timed by the profiler
+    (an attacker's best case)."""
     flips: list[str] = []
 
     def profile(frame: Any, event: str, arg: Any) -> None:
-        if getattr(arg, "__name__", "") != "load_verify_locations":
+        if getattr(arg, "__name__", "") != method:
             return
         if getattr(getattr(arg, "__self__", None), "protocol", None) == ssl.PROTOCOL_TLS_SERVER:
             return

@@ -30,7 +30,13 @@ import urllib3.connection
 import urllib3.util
 import urllib3.util.ssl_
 import wrapt
-from support import PKI, ServerFactory, run_python, stock_and_shim
+from support import (
+    PKI,
+    ServerFactory,
+    other_contents_during_first_load,
+    run_python,
+    stock_and_shim,
+)
 
 import requests_fastssl
 
@@ -219,25 +225,10 @@ def fails_once(path: Path, method: str) -> Iterator[None]:
     same size, written through a shared mapping) and the file holds its bytes again when the
     call ends: a real load error, once, at that call."""
     original = path.read_bytes()
-    flips: list[str] = []
     with open(path, "r+b") as file, mmap.mmap(file.fileno(), 0) as mapping:
-
-        def profile(frame: Any, event: str, arg: Any) -> None:
-            if getattr(arg, "__name__", "") != method:
-                return
-            if event == "c_call" and not flips:
-                mapping[:] = b"x" * len(original)
-                flips.append("garbage")
-            elif event in ("c_return", "c_exception") and flips == ["garbage"]:
-                mapping[:] = original
-                flips.append("restored")
-
-        sys.setprofile(profile)
-        try:
+        garbage = b"x" * len(original)
+        with other_contents_during_first_load(mapping, garbage, original, method):
             yield
-        finally:
-            sys.setprofile(None)
-    assert flips == ["garbage", "restored"]
 
 
 @pytest.mark.parametrize("method", ["load_verify_locations", "load_cert_chain"])
