@@ -43,3 +43,31 @@ def test_the_design_docs_reason_table_is_the_policys() -> None:
     section = text.split("## Step-aside rules", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([a-z0-9.\-]+)` \| (.+) \|$", section, re.M)
     assert rows == [(reason.code, reason.text) for reason in Reason]
+
+
+def _measured(version: str) -> dict[str, str]:
+    text = (ROOT / "benchmarks" / f"openssl-{version}" / "results.txt").read_text()
+    load = re.search(r"^one CA load: (\d+\.\d) ms", text, re.M)
+    startup = re.search(r"^start-up cost of .*?: ([+-]\d+\.\d) ms", text, re.M)
+    assert load is not None, version
+    assert startup is not None, version
+    return {"load": load.group(1), "startup": startup.group(1)}
+
+
+def test_the_readmes_figures_are_the_committed_runs() -> None:
+    """Figures the README quotes come from the committed results files, so they cannot drift
+    from what was measured (issue 28): the price of one load, in the first paragraph and the
+    table, and the start-up cost, on both OpenSSL lines."""
+    readme = (ROOT / "README.md").read_text()
+    old, new = _measured("3.0"), _measured("3.6")
+    first = readme.split("\n\n")[1]
+    assert f"**every new connection**: {old['load']} ms for certifi's bundle" in first
+    assert (
+        f"| one CA load, what stock pays per new connection | {old['load']} ms | {new['load']} ms |"
+        in readme
+    )
+    assert (
+        f"| start-up cost of the activation line | {old['startup']} ms | {new['startup']} ms |"
+        in readme
+    )
+    assert f"certifi's bundle {old['load']} ms" in readme
