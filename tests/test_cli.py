@@ -572,7 +572,7 @@ def test_doctor_json_is_one_document_and_its_status_is_the_exit_status() -> None
     found = json.loads(healthy.stdout)
     assert healthy.returncode == found["exit_status"] == 0, healthy.stdout
     assert found["findings"] == []
-    assert found["shim"] == {"state": "active", "reason": ""}
+    assert found["shim"]["state"] == "active"
     assert found["trust_source"]["ca_load_ms"] > 0
     assert found["trust_source"]["verdict"].startswith("the shim saves about")
     off = cli("doctor", "--json", "--no-self-test", env={"REQUESTS_FASTSSL_DISABLE": "1"})
