@@ -130,8 +130,8 @@ def test_every_switch_reads_its_values_alike(
 ) -> None:
     proc = _run(_SWITCH_CODE, {name: value, "REQUESTS_CA_BUNDLE": pki.bundle})
     assert proc.returncode == 0, proc.stderr
-    if __import__("urllib3").__version__.startswith("1."):
-        built = 0  # (urllib3 1.26 is left to stock: warm builds nothing there)
+    if __import__("urllib3").__version__.startswith("1.") and built:
+        built, said = 0, "is left to stock requests here (urllib3-1.26"  # (nothing to warm)
     assert proc.stdout.split() == [state, str(built)]
     if said:
         assert said in proc.stderr
