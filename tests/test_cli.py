@@ -99,22 +99,56 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     assert row["mean_s"] == row["min_s"] == row["max_s"]
 
 
-@pytest.mark.slow
-def test_bench_shows_failures_without_ratios_and_exits_1(pki: PKI, make_server: object) -> None:
-    # A server whose certificate nobody trusts: every verifying request fails.
+def test_bench_reports_failed_verification_as_a_failure_not_a_time(
+    pki: PKI, make_server: object, tmp_path: Path
+) -> None:
+    # A server whose certificate nobody trusts: verification fails, so the verify rows would
+    # time failed handshakes (issue 28): they are not run; the unverified ones still are.
     server = make_server(ca=pki.rogue_ca)  # type: ignore[operator]
+    out = tmp_path / "bench.json"
     proc = cli(
-        "bench", "--repeat", "1", "--concurrency", "1", "--sequential", "0", "--url", server.url
-    )
-    assert proc.returncode == 1
-    assert f"warning: sending real traffic to {server.url}" in proc.stderr
-    assert "python -m requests_fastssl: error: 3 request(s) failed" in proc.stderr
-    assert "SSLError" in proc.stderr
-    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.strip()}
-    assert rows["shim-verify"][-1] == "1"  # the failed column
-    assert rows["shim-noverify"][-1] == "0"
-    assert "1 thr, verify: requests failed; no comparison" in proc.stdout
-    assert "1 thr, noverify: shim " in proc.stdout  # unverified requests succeeded
+        "bench", "--repeat", "1", "--concurrency", "1", "--sequential", "0", "--url", server.url,
+        "--ca", pki.bundle, "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    failure = f"verify={pki.bundle}: FAILED against {server.url} (SSLError: "
+    assert f"python -m requests_fastssl: error: {failure}" in proc.stderr
+    lines = proc.stdout.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("verdict:"))
+    assert lines[verdict + 1].startswith(f"  {failure}")  # right under the verdict
+    rows = {line.split()[0] for line in lines if line.strip()}
+    assert {"stock-noverify", "shim-noverify", "floor-noverify"} <= rows
+    assert not rows & {"stock-verify", "shim-verify", "floor-verify"}  # not timed
+    assert "1 thr, noverify: shim " in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["verify_failure"].startswith(failure)
+    assert {r["variant"] for r in data["results"]} == {
+        "stock-noverify", "shim-noverify", "floor-noverify"
+    }  # fmt: skip
+
+
+def test_bench_time_left_follows_each_variants_pace() -> None:
+    """The estimate of the time left (issue 28: it overshot): each child to come at the last
+    duration of its kind, else its variant's pace so far; a fixed price per request would
+    price the shim's runs at stock's."""
+    from _requests_fastssl.cli.engine import Remaining, Scenario
+
+    small, big = Scenario(1, 20), Scenario(300, 1)
+    eta = Remaining()
+    assert eta.left([("stock-verify", small, True)]) is None  # nothing ran yet
+    eta.record("stock-verify", small, True, 3.0)  # 30 units: 0.1 s each
+    eta.record("shim-verify", small, True, 0.6)  # 0.02 s each
+    eta.record("stock-verify", small, False, 2.0)
+    queue = [
+        ("stock-verify", small, False),  # its own last time: 2.0
+        ("shim-verify", small, False),  # no timed run yet: its warm-up's, 0.6
+        ("shim-verify", big, True),  # the shim's pace: 310 units x (0.6 / 30)
+        ("floor-verify", big, False),  # never ran: everyone's pace, 5.6 s / 90 units
+    ]
+    expected = 2.0 + 0.6 + 310 * 0.6 / 30 + 310 * 5.6 / 90
+    assert eta.left(queue) == pytest.approx(expected)
+    eta.record("stock-verify", small, False, 4.0)  # the last one counts, not the first
+    assert eta.left(queue[:1]) == pytest.approx(4.0)
 
 
 def test_bench_uses_the_ca_given_for_an_external_server(
@@ -675,9 +709,13 @@ def test_bench_summary_reads_at_a_glance() -> None:
         "1 thr, verify: shim 1.20x slower (± 0.00) than stock",
     ]
     assert overall(rows) == (
-        "verdict: shim 1.20x slower to 5.00x faster than stock; +20% against the floor "
+        "verdict: shim 1.2x slower to 5.0x faster than stock; +20% against the floor "
         "(median of 2 comparisons, +0% to +20%)"
     )
+    both = [{"speed": 4.2, "off": 3.0}, {"speed": 5.12, "off": -2.0}]
+    assert overall(both).startswith("verdict: shim 4.2-5.1x faster than stock; ")
+    slow = [{"speed": 1 / 1.26, "off": 3.0}, {"speed": 1 / 1.04, "off": 1.0}]
+    assert overall(slow).startswith("verdict: shim 1.0-1.3x slower than stock; ")
     noisy = [_row(r["variant"], r["scenario"], [r["mean_s"] * f for f in (0.7, 1.0, 1.3)])
              for r in quiet]  # fmt: skip
     assert all(r["noise"] > 5 for r in verdicts(noisy))

@@ -32,9 +32,11 @@ def embedded_server() -> Iterator[tuple[str, str]]:
             yield server.url, bundle
 
 
-def _probe(url: str, bundle: str) -> bool:
-    """One request before the runs: a server that cannot be reached ends the benchmark now
-    (False); one the bundle does not verify is a warning (the verify rows will fail)."""
+def _probe(url: str, bundle: str) -> tuple[bool, str | None]:
+    """One request before the runs, unverified then verified: (reachable, why verification
+    fails or None). A server that cannot be reached ends the benchmark now; one the bundle
+    does not verify gets its verify rows reported as a failure, not timed (a failed handshake
+    measures nothing any user pays for)."""
     import requests
     import urllib3
 
@@ -43,23 +45,28 @@ def _probe(url: str, bundle: str) -> bool:
         requests.get(url, verify=False, timeout=10).close()
     except requests.RequestException as exc:
         error(f"--url: {url} cannot be reached ({type(exc).__name__}: {exc})")
-        return False
+        return False, None
     try:
         requests.get(url, verify=bundle, timeout=10).close()
     except requests.RequestException as exc:
-        print(
-            f"warning: verify={bundle} fails against {url} ({type(exc).__name__}); "
-            "the verify rows will fail",
-            file=sys.stderr,
-        )
-    return True
+        return True, f"{type(exc).__name__}: {exc}"
+    return True, None
 
 
 def bench(args: argparse.Namespace) -> int:
     import ssl
     from contextlib import nullcontext
 
-    from .engine import Interrupted, Plan, Scenario, ca_load_ms, micro, run_plan, startup_cost
+    from .engine import (
+        VARIANTS,
+        Interrupted,
+        Plan,
+        Scenario,
+        ca_load_ms,
+        micro,
+        run_plan,
+        startup_cost,
+    )
     from .table import print_table
 
     tty = sys.stderr.isatty()
@@ -70,6 +77,7 @@ def bench(args: argparse.Namespace) -> int:
         else:
             print(line, file=sys.stderr, flush=True)
 
+    unverified: str | None = None  # with --url: why verify=<bundle> fails against it
     if args.url:  # (its form checked in main())
         bundle = args.ca or trust_for_verify_true()[0]
         try:
@@ -77,7 +85,8 @@ def bench(args: argparse.Namespace) -> int:
         except (OSError, ssl.SSLError) as exc:
             error(f"cannot load the CA bundle {bundle!r}: {exc}")
             return 2
-        if not _probe(args.url, bundle):
+        reachable, unverified = _probe(args.url, bundle)
+        if not reachable:
             return 2
         print(f"warning: sending real traffic to {args.url}", file=sys.stderr)
         target: Any = nullcontext((args.url, bundle))
@@ -107,6 +116,11 @@ def bench(args: argparse.Namespace) -> int:
             flush=True,
         )
         plan = Plan(url=url, bundle=bundle, scenarios=scenarios, repeat=args.repeat)
+        failure = None
+        if unverified is not None:
+            plan.variants = [v for v in plan.variants if not VARIANTS[v][1]]
+            failure = f"verify={bundle}: FAILED against {url} ({unverified}); not timed"
+            print(failure, flush=True)
         try:
             results = run_plan(plan, server_cpu=time.process_time, progress=progress)
             progress("micro-benchmark of the keep-alive path")
@@ -122,7 +136,7 @@ def bench(args: argparse.Namespace) -> int:
     if interrupted:
         print("interrupted: the table shows the runs that finished", file=sys.stderr)
     summaries = [r.summary() for r in results]
-    print_table(summaries, server_name, args.repeat, partial=interrupted)
+    print_table(summaries, server_name, args.repeat, partial=interrupted, failure=failure)
     if overhead:
         calls = overhead["shim_calls_per_request"]
         counted = "not counted (the request failed)" if calls is None else f"{calls:g}"
@@ -147,6 +161,7 @@ def bench(args: argparse.Namespace) -> int:
             "server": server_name,
             "machine": machine,
             "results": summaries,
+            "verify_failure": failure,
             "keep_alive_us": overhead,
             "startup_ms": startup,
         }
@@ -160,6 +175,9 @@ def bench(args: argparse.Namespace) -> int:
             return 1
     if interrupted:
         return 130
+    if failure is not None:
+        error(failure)
+        return 1
     failed = sum(s["failed"] for s in summaries)
     if failed:
         errors = {e for r in results for run in r.runs for e in run.errors}

@@ -116,6 +116,11 @@ class Result:
             "ca_loads": self.warm_up.ca_loads if self.warm_up else None,
             "default_loads": self.warm_up.default_loads if self.warm_up else None,
             "peak_rss_mb": max(r.peak_rss_mb for r in self.runs),
+            # (a child's peak memory moves with thread scheduling: its spread says how much)
+            "rss_mean_mb": statistics.fmean(r.peak_rss_mb for r in self.runs),
+            "rss_stdev_mb": (
+                statistics.stdev(r.peak_rss_mb for r in self.runs) if len(self.runs) > 1 else 0.0
+            ),
             "server_cpu_share": statistics.median(
                 r.server_cpu / r.wall if r.wall else 0.0 for r in self.runs
             ),
@@ -133,26 +138,26 @@ def run_plan(
     """
     results = {(v, s): Result(v, s, []) for s in plan.scenarios for v in plan.variants}
     total = len(results) * plan.repeat
-
-    def cost(scenario: Scenario) -> int:
-        # A child costs about its requests plus an interpreter start (~10 requests' worth).
-        return scenario.requests + 10
-
-    children_per_scenario = len(plan.variants) * (plan.repeat + 1)  # with the warm-ups
-    work = {"done": 0, "left": sum(cost(s) for s in plan.scenarios) * children_per_scenario}
-    started = time.monotonic()
+    queue = [
+        (variant, scenario, counted)
+        for scenario in plan.scenarios
+        for counted, rounds in ((True, 1), (False, plan.repeat))
+        for _ in range(rounds)
+        for variant in plan.variants
+    ]
+    eta = Remaining()
 
     def child(variant: str, scenario: Scenario, count: bool = False) -> Run:
+        started = time.monotonic()
         run = _child(plan, variant, scenario, count)
-        work["done"] += cost(scenario)
-        work["left"] -= cost(scenario)
+        eta.record(variant, scenario, count, time.monotonic() - started)
+        del queue[0]
         return run
 
     def left() -> str:
-        # Time so far per unit of work, times the work to come: rough, and better as it runs.
-        if not work["done"]:
+        seconds = eta.left(queue)
+        if seconds is None:
             return ""
-        seconds = (time.monotonic() - started) / work["done"] * work["left"]
         if seconds >= 90:
             return f", about {seconds / 60:.0f} min left"
         return f", about {seconds:.0f} s left"
@@ -177,6 +182,49 @@ def run_plan(
     except KeyboardInterrupt:
         raise Interrupted([r for r in results.values() if r.runs]) from None
     return list(results.values())
+
+
+class Remaining:
+    """The time left, from the children that ran: for each child to come, the last duration
+    of the same variant, scenario and kind (the warm-up's profiler makes it slower), else that
+    variant's seconds per unit of work so far (a new connection's price differs fivefold
+    between stock and shim), else every variant's. A fixed price per request, which this
+    replaced, overshot by the ratio of stock's price to the shim's."""
+
+    START = 10  # an interpreter's start-up, in requests' worth of work
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, Scenario, bool], float] = {}
+        self._spent: dict[str, list[float]] = {}  # variant -> [seconds, units]
+
+    def _units(self, scenario: Scenario) -> int:
+        return scenario.requests + self.START
+
+    def record(self, variant: str, scenario: Scenario, counted: bool, seconds: float) -> None:
+        self._last[(variant, scenario, counted)] = seconds
+        spent = self._spent.setdefault(variant, [0.0, 0.0])
+        spent[0] += seconds
+        spent[1] += self._units(scenario)
+
+    def left(self, queue: list[tuple[str, Scenario, bool]]) -> float | None:
+        """Seconds for the children in ``queue`` (variant, scenario, counted); None before
+        any child ran."""
+        if not self._spent:
+            return None
+        seconds = sum(s for s, _ in self._spent.values())
+        units = sum(u for _, u in self._spent.values())
+        total = 0.0
+        for variant, scenario, counted in queue:
+            known = self._last.get((variant, scenario, counted))
+            if known is None and not counted:  # (a warm-up's time bounds a timed run's)
+                known = self._last.get((variant, scenario, True))
+            if known is None:
+                spent, per = self._spent.get(variant), seconds / units
+                if spent is not None:
+                    per = spent[0] / spent[1]
+                known = per * self._units(scenario)
+            total += known
+        return total
 
 
 def ca_load_ms(bundle: str | None, rounds: int = 5) -> float:

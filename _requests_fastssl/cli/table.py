@@ -12,21 +12,28 @@ LEGEND = """\
 stock: requests as installed; shim: with requests_fastssl; floor: the least any cache can do
 (stock's context built once per run, in the timed window, handed to urllib3 by an adapter).
 N thr: N threads, one GET each; N seq: N GETs in a row. wall: mean ± σ of the timed runs; the
-summary: ratios of means ± their standard error. CA loads: counted in the warm-up run. srv CPU:
-server CPU / wall (1 core = 100%). failed: over all runs (no ratio for a variant that failed)."""
+summary: ratios of means ± their standard error. CA loads: counted in the warm-up run. RSS: the
+client's peak, mean ± σ. srv CPU: server CPU / wall. failed: over all runs (then no ratio)."""
 
 
 def print_table(
-    summaries: list[dict[str, Any]], server: str, repeat: int, *, partial: bool = False
+    summaries: list[dict[str, Any]],
+    server: str,
+    repeat: int,
+    *,
+    partial: bool = False,
+    failure: str | None = None,
 ) -> None:
     rows = verdicts(summaries)
     line = overall(rows)  # (the one line to read first)
     partial_mark = "verdict (PARTIAL: interrupted; of the runs that finished):"
     print(line.replace("verdict:", partial_mark) if partial else line)
+    if failure is not None:  # (a verdict of the unverified rows alone must not read as all)
+        print(f"  {failure}")
     print(f"server: {server}; {repeat} timed run(s) per variant after a warm-up")
     header = (
         f"{'variant':<15} {'scenario':>8} {'wall s (mean ± σ)':>19} {'min…max s':>13} "
-        f"{'ms/req':>7} {'CA loads':>9} {'RSS MB':>7} {'srv CPU':>8} {'failed':>7}"
+        f"{'ms/req':>7} {'CA loads':>9} {'RSS MB':>12} {'srv CPU':>8} {'failed':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -34,9 +41,10 @@ def print_table(
         loads = s["ca_loads"] + s["default_loads"]
         wall = f"{s['mean_s']:.3f} ± {s['stdev_s']:.3f}"
         spread = f"{s['min_s']:.3f}…{s['max_s']:.3f}"
+        rss = f"{s['rss_mean_mb']:.1f} ± {s['rss_stdev_mb']:.1f}"
         print(
             f"{s['variant']:<15} {s['scenario']:>8} {wall:>19} {spread:>13} "
-            f"{s['per_request_ms']:>7.2f} {loads:>9g} {s['peak_rss_mb']:>7.1f} "
+            f"{s['per_request_ms']:>7.2f} {loads:>9g} {rss:>12} "
             f"{s['server_cpu_share']:>7.0%} {s['failed']:>7}"
         )
     print(LEGEND)
@@ -55,9 +63,10 @@ def print_table(
             )
 
 
-def faster(ratio: float) -> str:
-    """A speed ratio as it reads: "5.1x faster", or "1.2x slower", never "0.84 times faster"."""
-    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+def faster(ratio: float, digits: int = 2) -> str:
+    """A speed ratio as it reads: "5.10x faster", or "1.20x slower", never "0.84 times
+    faster"."""
+    return f"{ratio:.{digits}f}x faster" if ratio >= 1 else f"{1 / ratio:.{digits}f}x slower"
 
 
 def overall(rows: list[dict[str, Any]]) -> str:
@@ -68,19 +77,25 @@ def overall(rows: list[dict[str, Any]]) -> str:
     speeds = sorted(row["speed"] for row in rated)
     offs = sorted(row["off"] for row in rated)
     low, high = speeds[0], speeds[-1]
+    # (one decimal: the verdict is the glance; the summary lines below carry two)
     if low < 1 <= high:
-        span = f"{faster(low)} to {faster(high)}"
-    elif round(low, 1) == round(high, 1):
-        span = faster(high)
+        span = f"{faster(low, 1)} to {faster(high, 1)}"
+    elif f"{low:.1f}" == f"{high:.1f}":
+        span = faster(high, 1)
     elif low >= 1:
-        span = f"{low:.1f}-{faster(high)}"
+        span = f"{low:.1f}-{faster(high, 1)}"
     else:
-        span = f"{1 / high:.1f}-{faster(low)}"
+        span = f"{1 / high:.1f}-{faster(low, 1)}"
     median = offs[len(offs) // 2]
     return (
-        f"verdict: shim {span} than stock; {median:+.0f}% against the floor (median of "
-        f"{len(rated)} comparisons, {offs[0]:+.0f}% to {offs[-1]:+.0f}%)"
+        f"verdict: shim {span} than stock; {_percent(median)} against the floor (median of "
+        f"{len(rated)} comparisons, {_percent(offs[0])} to {_percent(offs[-1])})"
     )
+
+
+def _percent(value: float) -> str:
+    text = f"{value:+.0f}%"
+    return "+0%" if text == "-0%" else text  # (-0.3 rounds to "-0", which reads as a sign)
 
 
 def _ratio(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, float]:
