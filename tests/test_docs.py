@@ -3,8 +3,10 @@ file that exists, and every #anchor to a heading in it (as a code host renders t
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import ROOT
@@ -71,3 +73,142 @@ def test_the_readmes_figures_are_the_committed_runs() -> None:
         in readme
     )
     assert f"certifi's bundle {old['load']} ms" in readme
+
+
+def _run(version: str) -> dict[str, Any]:
+    """One committed ``benchmarks/run.sh`` run: its summaries by (variant, scenario), the
+    summary rows by (scenario, verify), and the rest of its JSON."""
+    from _requests_fastssl.cli.table import verdicts
+
+    data = json.loads((ROOT / "benchmarks" / f"openssl-{version}" / "results.json").read_text())
+    by = {(s["variant"], s["scenario"]): s for s in data["results"]}
+    rows = {}
+    for row in verdicts(data["results"]):
+        scenario, verify = row["line"].split(":", 1)[0].split(", ")
+        rows[(scenario, verify)] = row
+    return {**data, "by": by, "rows": rows}
+
+
+def _reach(version: str) -> dict[tuple[str, str], float]:
+    data = json.loads((ROOT / "benchmarks" / f"reach-openssl-{version}.json").read_text())
+    return {(r["config"], r["variant"]): r["median_s"] for r in data["rows"]}
+
+
+def _span(values: list[float], fmt: str = ".1f", sep: str = "-") -> str:
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return low if low == high else f"{low}{sep}{high}"
+
+
+LOADED = ("20 seq", "30 thr", "100 thr", "300 thr")  # the scenarios with new connections
+
+
+def test_every_benchmark_figure_the_docs_quote_is_a_committed_runs() -> None:
+    """Each figure of the README's "What it buys" and docs/benchmarks.md's runs is computed
+    here from the committed JSON of the command the page names (issue 28: the docs had
+    drifted from the measurements), and the reach outputs the page shows are the files."""
+    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    runs = {v: _run(v) for v in ("3.0", "3.6")}
+
+    def cell(version: str, scenario: str) -> str:
+        by = runs[version]["by"]
+        stock, shim, floor = (by[(f"{k}-verify", scenario)] for k in ("stock", "shim", "floor"))
+        ms = " / ".join(f"{s['per_request_ms']:.1f}" for s in (stock, shim, floor))
+        return f"{ms} (**{stock['mean_s'] / shim['mean_s']:.1f}x"
+
+    labels = {
+        "20 seq": "20 requests in a row, one thread: stock / shim / floor",
+        "30 thr": "30 threads, one request each",
+        "100 thr": "100 threads",
+        "300 thr": "300 threads",
+    }
+    for scenario, label in labels.items():
+        assert f"| {label} | {cell('3.0', scenario)}" in readme, scenario
+        assert f"{cell('3.6', scenario)}" in readme.split(f"| {label} |", 1)[1].split("\n")[0]
+    noverify = [
+        runs[v]["by"][("stock-noverify", "30 thr")]["mean_s"]
+        / runs[v]["by"][("shim-noverify", "30 thr")]["mean_s"]
+        for v in ("3.0", "3.6")
+    ]
+    cells = f"| **{noverify[0]:.1f}x** | **{noverify[1]:.1f}x** |"
+    assert f"(stock loads the system store) {cells}" in readme
+    memory = [
+        " / ".join(
+            f"{runs[v]['by'][(f'{k}-verify', '300 thr')]['peak_rss_mb']:.0f}"
+            for k in ("stock", "shim", "floor")
+        )
+        for v in ("3.0", "3.6")
+    ]
+    assert f"stock / shim / floor | {memory[0]} MB | {memory[1]} MB |" in readme
+    assert f"{memory[0]} MB on 3.0, {memory[1]} MB on 3.6" in page.replace("\n", " ")
+    keep = [runs[v]["keep_alive_us"] for v in ("3.0", "3.6")]
+    assert (
+        f"calls into the shim / added time | {keep[0]['shim_calls_per_request']:g} / "
+        f"{keep[0]['overhead']:.1f} µs"
+    ) in readme
+
+    offs = {v: [runs[v]["rows"][(s, "verify")]["off"] for s in LOADED] for v in runs}
+    noise = [runs[v]["rows"][(s, "verify")]["noise"] for v in runs for s in LOADED]
+    flat = " ".join(readme.split())
+    assert (
+        f"the shim is {_span(offs['3.0'], '+.0f', '% to ')}% at 20-300 new connections on "
+        f"OpenSSL 3.0 and {_span(offs['3.6'], '+.0f', '% to ')}% on 3.6 (± "
+        f"{_span(noise, '.0f')}% of noise)"
+    ) in flat
+    single = runs["3.0"]["rows"][("1 thr", "verify")]["speed"]
+    assert f"build checks: {1 / single:.1f}x slower than stock here)" in flat
+
+    # docs/benchmarks.md's reading of the same runs
+    from _requests_fastssl.cli.table import overall
+
+    verdict = overall(list(runs["3.0"]["rows"].values()))
+    assert f"`{verdict}`" in " ".join(page.split())
+    speeds = {
+        (v, verify): [runs[v]["rows"][(s, verify)]["speed"] for s in LOADED]
+        for v in runs
+        for verify in ("verify", "noverify")
+    }
+    reading = " ".join(page.split())
+    assert (
+        f"{_span(speeds[('3.0', 'verify')])} times faster than stock on 3.0 and "
+        f"{_span(speeds[('3.6', 'verify')])} on 3.6 for verifying requests"
+    ) in reading
+    assert (
+        f"{_span(speeds[('3.0', 'noverify')])} and {_span(speeds[('3.6', 'noverify')])} for "
+        "`verify=False`"
+    ) in reading
+    ones = [runs[v]["rows"][("1 thr", "verify")]["speed"] for v in runs]
+    assert f"{ones[0]:.2f}x and {ones[1]:.2f}x of stock" in reading
+    assert (
+        f"+{_span(offs['3.0'], '.0f', '% to +')}% with verification at 20-300 connections on "
+        f"OpenSSL 3.0 and +{_span(offs['3.6'], '.0f', '% to +')}% on 3.6"
+    ) in reading
+    assert f"({keep[0]['overhead']:.1f} µs, noise, and {keep[1]['overhead']:.1f} µs)" in reading
+    startup = [runs[v]["startup_ms"]["added"] for v in runs]
+    assert f"{startup[0]:+.1f} and {startup[1]:+.1f} ms for the activation line" in reading
+    every = [r["noise"] for v in runs for r in runs[v]["rows"].values()]
+    assert f"gives {_span(every, '.0f')}% standard error" in reading
+
+    for v in runs:  # the summary table of docs/benchmarks.md
+        for scenario in ("20 seq", "1 thr", *LOADED[1:]):
+            for verify in ("verify", "noverify"):
+                row = runs[v]["rows"][(scenario, verify)]
+                text = f"{row['speed']:.2f}x; {row['off']:+.1f}% ± {row['noise']:.1f}%"
+                line = next(x for x in page.splitlines() if x.startswith(f"| {scenario} |"))
+                assert text in line, (v, scenario, verify)
+
+    reach = {v: _reach(v) for v in ("3.0", "3.6")}
+    configs = sorted({c for c, _ in reach["3.0"]} - {"first-request"})
+    speed = {v: [r[(c, "stock")] / r[(c, "shim")] for c in configs] for v, r in reach.items()}
+    off = [r[(c, "shim")] / r[(c, "floor")] for r in reach.values() for c in configs]
+    pairs = {v: zip(configs, speed[v], strict=True) for v in speed}
+    direct = {v: [s for c, s in pairs[v] if c != "https-proxy"] for v in speed}
+    proxy = [speed[v][configs.index("https-proxy")] for v in speed]
+    assert (
+        f"{_span(direct['3.0'])} times faster than stock on OpenSSL 3.0 and "
+        f"{_span(direct['3.6'])} on 3.6 (through the proxy {proxy[0]:.1f} and {proxy[1]:.1f}), "
+        f"at {_span(off, '.2f')} times the floor's time"
+    ) in flat
+    for v in reach:  # the outputs shown are the committed files, verbatim
+        text = (ROOT / "benchmarks" / f"reach-openssl-{v}.txt").read_text().strip()
+        assert f"```\n{text}\n```" in page, v
