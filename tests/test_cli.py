@@ -166,7 +166,8 @@ def test_bench_uses_the_ca_given_for_an_external_server(
     assert f"(1 certificate: {pki.bundle}" in proc.stdout  # the --ca file, measured
 
 
-def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+def _interrupted_bench(tmp_path: Path, after: str) -> tuple[int, str, str, dict[str, Any]]:
+    """bench --json, sent a real SIGINT once stderr shows a line starting with ``after``."""
     import os
     import signal
 
@@ -192,19 +193,34 @@ def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     progress = []
     for line in proc.stderr:  # wait until the first timed run has finished
         progress.append(line)
-        if line.startswith("[2/"):
+        if line.startswith(after):
             break
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: to the whole group
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
+    return proc.returncode, stdout, "".join(progress) + stderr, json.loads(out.read_text())
+
+
+def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    # (after the first timed run has finished)
+    returncode, stdout, stderr, data = _interrupted_bench(tmp_path, "[2/")
+    assert returncode == 130, stderr
     assert "interrupted: the table shows the runs that finished" in stderr
     assert "Traceback" not in stderr
     assert any(line.split()[:3] == ["stock-verify", "20", "seq"] for line in stdout.splitlines())
     assert stdout.splitlines()[2].startswith("verdict (PARTIAL: interrupted; of the runs")
-    data = json.loads(out.read_text())
     assert data["interrupted"] is True
     assert [r["variant"] for r in data["results"]] == ["stock-verify"]
-    assert data["keep_alive_us"] is None
+    assert data["keep_alive_us"]["shim_calls_per_request"] == 0  # (measured before the runs)
+
+
+def test_bench_stops_cleanly_on_ctrl_c_before_any_run(tmp_path: Path) -> None:
+    returncode, stdout, stderr, data = _interrupted_bench(tmp_path, "micro-benchmark")
+    assert returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted: the table shows the runs that finished" in stderr
+    assert "verdict (PARTIAL: interrupted; of the runs that finished): no comparison" in stdout
+    assert data["interrupted"] is True
+    assert data["results"] == []
 
 
 @pytest.mark.parametrize(

@@ -121,12 +121,15 @@ def bench(args: argparse.Namespace) -> int:
             plan.variants = [v for v in plan.variants if not VARIANTS[v][1]]
             failure = f"verify={bundle}: FAILED against {url} ({unverified}); not timed"
             print(failure, flush=True)
+        results = []
         try:
-            results = run_plan(plan, server_cpu=time.process_time, progress=progress)
-            progress("micro-benchmark of the keep-alive path")
+            # The fixed-length parts first, so that the time left shown during the runs,
+            # estimated from the runs themselves, is the time left.
+            progress("micro-benchmark of the keep-alive path (about 6 interpreter runs)")
             overhead = micro(url, bundle)
-            progress("start-up cost of the activation line")
+            progress("start-up cost of the activation line (about 40 interpreter starts)")
             startup = startup_cost()
+            results = run_plan(plan, server_cpu=time.process_time, progress=progress)
         except Interrupted as stop:
             results, interrupted = stop.results, True
         except KeyboardInterrupt:  # during the micro-benchmark or the start-up timing
