@@ -131,7 +131,8 @@ def test_bench_time_left_follows_each_variants_pace() -> None:
     """The estimate of the time left (issue 28: it overshot): each child to come at the last
     duration of its kind, else its variant's pace so far; a fixed price per request would
     price the shim's runs at stock's."""
-    from _requests_fastssl.cli.engine import Remaining, Scenario
+    from _requests_fastssl.cli.engine import Scenario
+    from _requests_fastssl.cli.eta import Remaining
 
     small, big = Scenario(1, 20), Scenario(300, 1)
     eta = Remaining()
