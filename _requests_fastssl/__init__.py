@@ -7,8 +7,8 @@ PYTEST_DONT_REWRITE: see requests_fastssl's docstring.
 Modules, one job each (docs/design.md says how they fit together):
   _state         the install state and its lock; imports nothing
   _install       install() / uninstall() / status() / stats() / clear(), the kill switch
-  _import_hook   the meta-path entry that calls back when requests.adapters is imported
-  _compat        which requests/urllib3 can be patched, and the one function wrapped
+  _import_hook   the meta-path entry that calls back when urllib3 (or requests.adapters) is imported
+  _compat        which urllib3 can be patched, and the one function wrapped
   _hook          the point of use: the wrapper on urllib3's TLS set-up
   _policy        every step-aside rule and the Reason enum; the registry key
   _genuine       what counts as urllib3's and ssl's own code, judged by where it comes from

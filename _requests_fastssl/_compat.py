@@ -1,4 +1,4 @@
-"""Which requests and urllib3 the shim can patch, and the one function it wraps in each. urllib3
+"""Which urllib3 the shim can patch, and the one function it wraps in each. urllib3
 2.x: ``_ssl_wrap_socket_and_match_hostname``, only if it takes exactly ``_policy.INPUTS`` (an
 input the key does not see could change the context). urllib3 1.26 has no single call holding
 the inputs: its ``ssl_wrap_socket`` is wrapped only to count those connections."""
@@ -6,26 +6,20 @@ the inputs: its ``ssl_wrap_socket`` is wrapped only to count those connections."
 from __future__ import annotations
 
 import inspect
-import sys
 import types
 from typing import Any
 
 __all__ = ["hook", "unsupported_reason", "version_tuple"]
-
-MIN_REQUESTS = (2, 32, 3)
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in text.split(".")[:3])
 
 
-def unsupported_reason(adapters: types.ModuleType) -> str | None:
-    """Why the imported requests cannot be patched safely, or None if it can."""
-    requests_version = getattr(sys.modules.get("requests.__version__"), "__version__", "")
-    if not requests_version or version_tuple(requests_version) < MIN_REQUESTS:
-        return f"requests {requests_version or '(unknown version)'} is older than 2.32.3"
-    if version_tuple(requests_version)[0] >= 3:
-        return f"requests {requests_version} is newer than the 2.x line this shim knows"
+def unsupported_reason() -> str | None:
+    """Why the imported urllib3 cannot be patched safely, or None if it can. requests' version
+    plays no part: the hook is urllib3's, and whatever a requests gives urllib3 (2.32.0-2.32.4
+    their own preloaded context) reaches it as any caller's input."""
     import urllib3
 
     urllib3_version = getattr(urllib3, "__version__", "")

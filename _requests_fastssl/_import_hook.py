@@ -1,5 +1,7 @@
-"""The ``sys.meta_path`` entry that patches requests right after ``requests.adapters`` ran (not
-wrapt's post-import hooks: importing wrapt costs more than the whole start-up budget)."""
+"""The ``sys.meta_path`` entry that calls back right after a module ran: ``urllib3`` (the shim
+switches on for every urllib3 2 user, requests or not) and, for ``REQUESTS_FASTSSL_WARM``,
+``requests.adapters``. Not wrapt's post-import hooks: importing wrapt costs more than the whole
+start-up budget."""
 
 from __future__ import annotations
 
@@ -15,15 +17,16 @@ if TYPE_CHECKING:
 
 __all__ = ["TARGET", "add", "is_ours", "remove"]
 
-TARGET = "requests.adapters"
+TARGET = "urllib3"  # (its __init__ imports urllib3.connection: the set-up exists when it ends)
 
 
-class _AdaptersImportHook:
-    def __init__(self, callback: Callable[[ModuleType], None]) -> None:
-        self._callback = callback
+class _ImportHook:
+    def __init__(self) -> None:
+        self.callbacks: dict[str, Callable[[ModuleType], None]] = {}
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != TARGET:
+        callback = self.callbacks.get(fullname)
+        if callback is None:
             return None
         for finder in sys.meta_path:
             find_spec = getattr(finder, "find_spec", None)
@@ -35,7 +38,7 @@ class _AdaptersImportHook:
         else:
             return None
         if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _CallbackLoader(spec.loader, self._callback)
+            spec.loader = _CallbackLoader(spec.loader, callback)
         return spec
 
 
@@ -59,15 +62,23 @@ def is_ours(loader: object) -> bool:
     return isinstance(loader, _CallbackLoader)
 
 
-def add(callback: Callable[[ModuleType], None]) -> None:
-    """Call ``callback(module)`` once requests.adapters is imported (called with the lock)."""
+def add(name: str, callback: Callable[[ModuleType], None]) -> None:
+    """Call ``callback(module)`` once module ``name`` is imported (called with the lock)."""
     if STATE.hook is None:
-        STATE.hook = _AdaptersImportHook(callback)
+        STATE.hook = _ImportHook()
         sys.meta_path.insert(0, STATE.hook)
+    STATE.hook.callbacks[name] = callback
 
 
-def remove() -> None:
-    if STATE.hook is not None:
+def remove(name: str | None = None) -> None:
+    """Stop waiting for ``name`` (None: for every module); the entry goes with the last."""
+    if STATE.hook is None:
+        return
+    if name is None:
+        STATE.hook.callbacks.clear()
+    else:
+        STATE.hook.callbacks.pop(name, None)
+    if not STATE.hook.callbacks:
         try:  # noqa: SIM105 (contextlib is not loaded at start-up; this module must stay cheap)
             sys.meta_path.remove(STATE.hook)
         except ValueError:

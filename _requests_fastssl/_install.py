@@ -40,7 +40,7 @@ def disabled_by_env() -> str | None:
 
 
 def install(*, strict: bool = False, max_contexts: int | None = None) -> Status:
-    """Install the shim (idempotent, thread-safe; now, or once requests is imported); returns
+    """Install the shim (idempotent, thread-safe; now, or once urllib3 is imported); returns
     the status. ``strict=True``: ``UnsupportedVersionError`` instead of a warning where it cannot
     patch safely. ``max_contexts``: the shared contexts kept (default 64, LRU)."""
     activate(strict=strict, max_contexts=max_contexts)
@@ -75,24 +75,24 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
             return
         STATE.wanted, STATE.strict = True, strict
         if not STATE.active:
-            adapters = sys.modules.get(_import_hook.TARGET)
-            if adapters is None:
-                _import_hook.add(_on_adapters_imported)
-                STATE.phase, STATE.reason = "pending", "waiting for requests to be imported"
-            elif getattr(getattr(adapters, "__spec__", None), "_initializing", False):
-                # Another thread is importing requests right now. If our hook saw that
+            urllib3 = sys.modules.get(_import_hook.TARGET)
+            if urllib3 is None:
+                _import_hook.add(_import_hook.TARGET, _on_urllib3_imported)
+                STATE.phase, STATE.reason = "pending", "waiting for urllib3 to be imported"
+            elif _initializing(urllib3):
+                # Another thread is importing urllib3 right now. If our hook saw that
                 # import it will patch when it ends; otherwise wait for it below.
-                STATE.phase, STATE.reason = "pending", "requests is being imported"
-                wait_for_import = not _import_hook.is_ours(getattr(adapters, "__loader__", None))
+                STATE.phase, STATE.reason = "pending", "urllib3 is being imported"
+                wait_for_import = not _import_hook.is_ours(getattr(urllib3, "__loader__", None))
             else:
-                _activate(adapters)
+                _activate()
     if wait_for_import:
         import importlib
 
-        adapters = importlib.import_module(_import_hook.TARGET)  # blocks until that import ends
+        importlib.import_module(_import_hook.TARGET)  # blocks until that import ends
         with _lock:
             if STATE.wanted and not STATE.active:
-                _activate(adapters)
+                _activate()
     if STATE.active and not was_active:
         _warm_from_env()  # outside the lock: a build takes tens of milliseconds
 
@@ -102,7 +102,7 @@ def uninstall() -> Status:
     non-wrapt layer (one that captured ours) it cannot be spliced out: it stays, inactive."""
     with _lock:
         STATE.wanted = STATE.active = False
-        _import_hook.remove()
+        _import_hook.remove()  # (the wait for urllib3, and for requests.adapters to warm)
         if STATE.handles:
             import wrapt
 
@@ -187,18 +187,22 @@ def clear() -> None:
         registry.REGISTRY.clear()
 
 
-def _activate(adapters: ModuleType) -> None:
-    """Patch an imported requests.adapters (called with the lock held)."""
+def _initializing(module: ModuleType) -> bool:
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def _activate() -> None:
+    """Patch the imported urllib3 (called with the lock held)."""
     from . import _compat
 
-    reason = _compat.unsupported_reason(adapters)
+    reason = _compat.unsupported_reason()
     if reason is not None:
         STATE.phase, STATE.reason = "unsupported", reason
         if STATE.strict:
             raise UnsupportedVersionError(f"requests_fastssl cannot patch: {reason}")
         if not STATE.warned:
             STATE.warned = True
-            _logger().warning("requests_fastssl: leaving requests stock: %s", reason)
+            _logger().warning("requests_fastssl: leaving urllib3 (and requests) stock: %s", reason)
         return
     import urllib3.connection
     import urllib3.util.ssl_
@@ -221,25 +225,54 @@ def _activate(adapters: ModuleType) -> None:
     _observe.activated(name)
 
 
-def _on_adapters_imported(module: ModuleType) -> None:
-    """The import hook's callback. Never raises: the program's ``import requests`` must not."""
+def _on_urllib3_imported(module: ModuleType) -> None:
+    """The import hook's callback. Never raises: the program's ``import urllib3`` (or
+    ``import requests``, ``import botocore``) must not."""
     try:
         with _lock:
-            _import_hook.remove()
+            _import_hook.remove(_import_hook.TARGET)
             activated = STATE.wanted and not STATE.active
             if activated:
                 STATE.strict = False  # nobody to raise to inside someone else's import
-                _activate(module)
+                _activate()
         if activated and STATE.active:
             _warm_from_env()
     except Exception as exc:
         with _lock:
             STATE.phase, STATE.reason = "unsupported", f"patching failed: {exc!r}"
-        _logger().exception("requests_fastssl: patching requests failed; requests stays stock")
+        _logger().exception("requests_fastssl: patching urllib3 failed; it stays stock")
+
+
+_ADAPTERS = "requests.adapters"
 
 
 def _warm_from_env() -> None:
-    if "REQUESTS_FASTSSL_WARM" in os.environ:  # else not even the module is imported
+    """``REQUESTS_FASTSSL_WARM`` warms what ``requests.get(verify=True)`` uses: now if requests
+    is imported, else when it is (a program that never imports requests never pays for it)."""
+    if "REQUESTS_FASTSSL_WARM" not in os.environ:  # else not even the module is imported
+        return
+    adapters = sys.modules.get(_ADAPTERS)
+    if adapters is None:
+        with _lock:
+            if STATE.active:
+                _import_hook.add(_ADAPTERS, _on_adapters_imported)
+        return
+    if _initializing(adapters):
+        # By our hook's loader (it warms when the import ends), or by another thread that
+        # passed the hook before it was there: that warm is skipped, and the first request
+        # pays the one load, as without the switch.
+        return
+    from ._warm import warm_from_env
+
+    warm_from_env()
+
+
+def _on_adapters_imported(module: ModuleType) -> None:
+    """The import hook's callback for the warm switch; never raises (``warm_from_env`` logs)."""
+    with _lock:
+        _import_hook.remove(_ADAPTERS)
+        active = STATE.active
+    if active:
         from ._warm import warm_from_env
 
         warm_from_env()

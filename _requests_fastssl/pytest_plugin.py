@@ -60,7 +60,7 @@ _ITEM = pytest.StashKey[contextlib.ExitStack]()
 _MARKER = "fastssl: the requests-fastssl shim on for this test"
 _OPTIONS = {
     "--fastssl": ("store_true", "share SSLContexts between connections for the whole session"),
-    "--no-fastssl": ("store_false", "requests stays stock for the whole session (final)"),
+    "--no-fastssl": ("store_false", "urllib3 connections stay stock for the whole session (final)"),
 }
 
 
@@ -187,10 +187,10 @@ def _on_for_one_test() -> Iterator[FastSSL]:
     was_wanted = _install.STATE.wanted
     _install.activate()
     installed_here = _install.STATE.wanted and not was_wanted  # not under a switch or veto
-    # A test asking for the shim uses requests: patched now, not at first use (without
-    # requests installed the state stays "pending").
+    # A test asking for the shim makes HTTPS connections through urllib3: patched now, not
+    # at first use (without urllib3 installed the state stays "pending").
     with contextlib.suppress(ImportError):
-        import requests.adapters  # noqa: F401
+        import urllib3  # noqa: F401
     _install.clear()
     try:
         yield FastSSL()

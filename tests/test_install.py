@@ -338,7 +338,7 @@ def test_unsupported_signature_leaves_requests_stock() -> None:
     lines = out.strip().split("\n")
     version = urllib3.__version__  # type: ignore[attr-defined]
     reason = f"urllib3 {version}'s TLS set-up takes inputs this shim does not know"
-    assert lines[0] == f"WARNING requests_fastssl: leaving requests stock: {reason}"
+    assert lines[0] == f"WARNING requests_fastssl: leaving urllib3 (and requests) stock: {reason}"
     assert lines[1] == f"unsupported: {reason}"
     assert lines[2] == "True"
     assert lines[3].startswith("raised: requests_fastssl cannot patch:")
@@ -424,7 +424,7 @@ def test_status_pending_then_active_reports_reasons() -> None:
         """
     )
     assert out.strip().split("\n") == [
-        "pending: waiting for requests to be imported",
+        "pending: waiting for urllib3 to be imported",
         "active",
         "not-installed",
     ]

@@ -1,4 +1,4 @@
-"""A real requests older than the supported range, in a throwaway virtual environment."""
+"""A real urllib3 older than the supported range, in a throwaway virtual environment."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ SCRIPT = """
 import logging, sys
 logging.basicConfig(stream=sys.stdout, format="%(levelname)s %(message)s")
 import requests_fastssl, requests
-import requests.adapters as adapters
+import urllib3.connection as connection
 print(requests.__version__)
 print(requests_fastssl.status())
-print(type(adapters.HTTPAdapter.__dict__["cert_verify"]).__name__)  # a plain function: stock
+print(type(connection.ssl_wrap_socket).__name__)  # a plain function: stock
 requests_fastssl.install()  # no second warning
 try:
     requests_fastssl.install(strict=True)
@@ -28,12 +28,12 @@ except requests_fastssl.UnsupportedVersionError as exc:
 @pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.index
-def test_requests_2_31_is_left_stock(tmp_path: Path) -> None:
+def test_urllib3_1_25_is_left_stock(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "requests==2.31.0", "wrapt>=2.4", "certifi"], check=True)
+    subprocess.run([*pip, "requests==2.29.0", "urllib3==1.25.11", "wrapt>=2.4"], check=True)
     subprocess.run([*pip, "--no-deps", str(ROOT)], check=True)
     env = clean_env("PYTHONPATH")
     out = subprocess.run(
@@ -44,10 +44,10 @@ def test_requests_2_31_is_left_stock(tmp_path: Path) -> None:
         cwd=tmp_path,
         check=True,
     ).stdout.splitlines()
-    reason = "requests 2.31.0 is older than 2.32.3"
+    reason = "urllib3 1.25.11 is outside 1.26.x-2.x"
     assert out == [
-        f"WARNING requests_fastssl: leaving requests stock: {reason}",
-        "2.31.0",
+        f"WARNING requests_fastssl: leaving urllib3 (and requests) stock: {reason}",
+        "2.29.0",
         f"unsupported: {reason}",
         "function",
         f"strict: requests_fastssl cannot patch: {reason}",
