@@ -22,8 +22,8 @@ class Reason(enum.Enum):
 
     OWN_CONTEXT = (
         "own-context",
-        "the connection was given an SSLContext (an adapter's, a "
-        "proxy's or requests 2.32.3/2.32.4's): never shared, stock loads into it",
+        "the connection was given an SSLContext (an adapter's, a proxy's, botocore's, "
+        "requests 2.32.0-2.32.4's): never shared; stock loads a CA file into it once per contents",
     )
     CA_DIRECTORY = (
         "ca-directory",
@@ -66,7 +66,7 @@ class Reason(enum.Enum):
     )
     SSL_VERSION = (
         "ssl-version",
-        "the deprecated ssl_version is set: urllib3 warns on every connection",
+        "ssl_version names one protocol version (deprecated): urllib3 warns on every connection",
     )
     KEY_LOG = (
         "key-log",
@@ -210,6 +210,19 @@ def _deprecated(version: Any) -> bool:
         return propagate(exc)  # (unhashable: the key steps aside for it)
 
 
+def _no_version(version: Any, settings: Settings) -> bool:
+    """Whether urllib3's factory treats this ssl_version as none at all: PROTOCOL_TLS or
+    PROTOCOL_TLS_CLIENT (requests-toolbelt's SSLAdapter passes one), by the very test it makes,
+    ``ssl_version not in (None, PROTOCOL_TLS, PROTOCOL_TLS_CLIENT)``, on the resolved value and
+    with the names of its own module. Then the context is the one for None, and nothing warns."""
+    space = settings.ssl_.create_urllib3_context.__globals__
+    try:
+        resolved = settings.connection.resolve_ssl_version(version)
+        return bool(resolved in (None, space["PROTOCOL_TLS"], space["PROTOCOL_TLS_CLIENT"]))
+    except Exception as exc:  # (stock raises it at its own step: stock does that work)
+        return propagate(exc)
+
+
 class Decision(NamedTuple):
     """One set-up's registry key, files to check, and the ALPN list read with the key."""
 
@@ -224,7 +237,7 @@ def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
         return Reason.URLLIB3_1
     if inputs.get("ssl_context") is not None:
         return Reason.OWN_CONTEXT
-    if inputs.get("ssl_version") is not None:
+    if inputs.get("ssl_version") is not None and not _no_version(inputs["ssl_version"], settings):
         return Reason.SSL_VERSION
     ca_certs, ca_dir, ca_data = inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"]
     if ca_dir:

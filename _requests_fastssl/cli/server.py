@@ -65,11 +65,17 @@ class _Handler(BaseHTTPRequestHandler):
         cn = _common_name(self.connection.getpeercert())
         self.server.owner._saw(cn)
         tls = self.connection.version()
-        body = json.dumps({"client_cn": cn, "path": self.path, "tls": tls}).encode()
+        s3 = "list-type=2" in self.path.partition("?")[2].split("&")
+        if s3:  # S3's ListObjectsV2 (boto3's list_objects_v2), path-style: one key, the CN
+            body = _list_objects(self.path.partition("?")[0].strip("/"), cn, tls)
+        else:
+            body = json.dumps({"client_cn": cn, "path": self.path, "tls": tls}).encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "application/xml" if s3 else "application/json")
         self.send_header("Content-Length", str(len(body)))
-        if self.headers.get("Connection", "").lower() == "close":
+        # S3 answers close the connection, so that each call of a client is a new one (the
+        # case measured: a keep-alive call never reaches any TLS set-up).
+        if s3 or self.headers.get("Connection", "").lower() == "close":
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
@@ -77,6 +83,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: tests assert on behaviour, not on server logs
+
+
+def _list_objects(bucket: str, cn: str | None, tls: str | None) -> bytes:
+    from xml.sax.saxutils import escape
+
+    key = escape(f"client_cn={cn or '-'};tls={tls}")
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<Name>{escape(bucket)}</Name><Prefix></Prefix><KeyCount>1</KeyCount>"
+        "<MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>"
+        f"<Contents><Key>{key}</Key><Size>0</Size></Contents></ListBucketResult>"
+    ).encode()
 
 
 def _common_name(peercert: Any) -> str | None:
