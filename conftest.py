@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests.adapters
 import trustme
 from cryptography.hazmat.primitives import serialization
 from support import (
@@ -37,16 +38,23 @@ requests_fastssl.uninstall()  # importing it installed the shim; each test decid
 pytest_plugins = ["pytester"]
 
 _URLLIB3_1 = __import__("urllib3").__version__.startswith("1.")
+_REQUESTS_2_32 = hasattr(requests.adapters.HTTPAdapter, "build_connection_pool_key_attributes")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """urllib3 1.26 is left to stock (every connection counted as urllib3-1.26): tests that
-    assert sharing do not apply there; the comparisons with stock still run."""
-    if _URLLIB3_1:
-        skip = pytest.mark.skip(reason="urllib3 1.26 is left to stock: nothing is shared")
-        for item in items:
-            if item.get_closest_marker("urllib3_2") is not None:
-                item.add_marker(skip)
+    assert sharing do not apply there; the comparisons with stock still run. Tests written
+    against requests 2.32.2's adapter API, or asserting its fix of CVE-2024-35195 (stock
+    requests 2.30/2.31 keep a pool's first TLS settings), do not apply to older requests."""
+    skips = {
+        "urllib3_2": _URLLIB3_1 and "urllib3 1.26 is left to stock: nothing is shared",
+        "requests_2_32": not _REQUESTS_2_32 and "needs requests 2.32.2's adapter API or fix",
+    }
+    for marker, reason in skips.items():
+        if reason:
+            for item in items:
+                if item.get_closest_marker(marker) is not None:
+                    item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(autouse=True)

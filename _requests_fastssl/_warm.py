@@ -44,7 +44,10 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
     request.prepare(method="GET", url=_URL)
     adapter = adapters.HTTPAdapter()
     try:
-        pool = adapter.get_connection_with_tls_context(request, verify, None, cert)
+        if hasattr(adapter, "get_connection_with_tls_context"):
+            pool = adapter.get_connection_with_tls_context(request, verify, None, cert)
+        else:  # requests < 2.32.2: the pool by URL alone; cert_verify sets its TLS inputs
+            pool = adapter.get_connection(_URL, None)
         adapter.cert_verify(pool, _URL, verify, cert)
         conn = pool._new_conn()  # (makes no connection)
         names = INPUTS - {"sock", "server_hostname", "tls_in_tls"}  # (no socket yet; host below)

@@ -37,6 +37,7 @@ def test_toolbelt_host_header_ssl_adapter(
 
 @pytest.mark.filterwarnings("ignore:ssl.PROTOCOL_TLSv1_2 is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:'ssl_version' option is deprecated:FutureWarning")
+@pytest.mark.filterwarnings("ignore:'ssl_version' option is deprecated:DeprecationWarning")
 def test_toolbelt_ssl_adapter_keeps_its_protocol(
     mode: str, make_server: ServerFactory, default_bundle: str
 ) -> None:

@@ -119,6 +119,8 @@ def test_a_subclass_changing_the_pool_after_cert_verify(
 
 
 @needs_urllib3_2
+# (urllib3 2.0's pyOpenSSL backend calls what pyOpenSSL now deprecates, in stock too)
+@pytest.mark.filterwarnings("ignore:X509.get_subject is deprecated:DeprecationWarning")
 def test_pyopenssl_injected_between_requests(make_server: ServerFactory, pki: PKI) -> None:
     pyopenssl = pytest.importorskip("urllib3.contrib.pyopenssl")
     server = make_server()

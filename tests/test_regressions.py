@@ -477,6 +477,7 @@ def _try(call: Callable[[], requests.Response]) -> Any:
         "cert-none",
     ],
 )
+@pytest.mark.requests_2_32
 def test_r12_cve_2024_35195_orderings(
     mode: str,
     first: dict[str, str | bool],
@@ -547,6 +548,7 @@ class NoVerifyConnectionAdapter(HTTPAdapter):
         return super().get_connection_with_tls_context(request, False, proxies, cert)
 
 
+@pytest.mark.requests_2_32
 def test_r13_swap_context_after_super(
     mode: str, make_server: ServerFactory, pki: PKI, default_bundle: str
 ) -> None:
@@ -561,6 +563,7 @@ def test_r13_swap_context_after_super(
 
 
 @needs_urllib3_2
+@pytest.mark.requests_2_32
 def test_r13_extra_ca_data_after_super(
     mode: str, make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

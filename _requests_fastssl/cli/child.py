@@ -37,7 +37,10 @@ def micro_main(raw: str) -> None:
     request = session.prepare_request(requests.Request("GET", url))
 
     def one() -> None:  # what HTTPAdapter.send does before it reuses a connection
-        conn = adapter.get_connection_with_tls_context(request, verify)
+        if hasattr(adapter, "get_connection_with_tls_context"):
+            conn = adapter.get_connection_with_tls_context(request, verify)
+        else:  # requests < 2.32.2
+            conn = adapter.get_connection(url)
         adapter.cert_verify(conn, url, verify, None)
 
     one()  # the pool exists from here on
