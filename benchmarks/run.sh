@@ -14,8 +14,10 @@
 # The committed results change only when a run succeeds: it writes to a temporary directory,
 # moved into place at the end; an interpreter without the package (or trustme) stops it first.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 python=${1:-${PYTHON:-python3}}
+# A path is taken from where the script was called, before the cd below.
+case $python in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
+cd "$(dirname "$0")/.."
 if ! "$python" -c 'import requests_fastssl, trustme' 2>/dev/null; then
     echo "benchmarks/run.sh: $python cannot import requests_fastssl and trustme;" \
         "install them (pip install -e '.[bench]') or name another interpreter" >&2

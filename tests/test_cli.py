@@ -477,7 +477,7 @@ def test_bench_url_is_probed_with_one_request_first() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         proc = cli("bench", "--url", f"https://127.0.0.1:{port}/", "--repeat", "1")
-    assert proc.returncode == 2
+    assert proc.returncode == 1  # (a finding about the server, not a bad argument)
     assert f"error: --url: https://127.0.0.1:{port}/ cannot be reached (ConnectionError" in (
         proc.stderr
     )
@@ -540,24 +540,24 @@ def test_bench_json_check_neither_opens_a_fifo_nor_creates_files(tmp_path: Path)
     import os
     import threading
 
-    from _requests_fastssl.cli.main import _check_json_target
+    from _requests_fastssl.cli.checks import check_json_target
 
     parser = argparse.ArgumentParser()
     fifo = tmp_path / "out.fifo"
     os.mkfifo(fifo)
     # No reader: opening it for writing would block for ever, and with a reader it would
     # hand that reader an end of file before the results.
-    checked = threading.Thread(target=_check_json_target, args=(parser, str(fifo)), daemon=True)
+    checked = threading.Thread(target=check_json_target, args=(parser, str(fifo)), daemon=True)
     checked.start()
     checked.join(timeout=10)
     assert not checked.is_alive()
     link = tmp_path / "link.json"
     link.symlink_to(tmp_path / "target.json")  # dangling, its folder exists: fine, later
-    _check_json_target(parser, str(link))
+    check_json_target(parser, str(link))
     assert not (tmp_path / "target.json").exists()  # nothing created by the check
     kept = tmp_path / "kept.json"
     kept.write_text("the user's data")
-    _check_json_target(parser, str(kept))
+    check_json_target(parser, str(kept))
     assert kept.read_text() == "the user's data"
 
 
@@ -654,15 +654,25 @@ def test_doctors_verdict_matches_its_exit_status() -> None:
         (["--url", "https://127.0.0.1:0/"], "--url: need a port from 1 to 65535"),
         (["--url", "https://127.0.0.1/", "--cert", "."], "--cert: '.' is a directory"),
         (["--timeout", "0"], "need seconds from more than 0 to 600"),
+        (["--url", "https://[::1/"], "--url: not a URL: 'https://[::1/'"),
+        (["--url", "https://exa mple.com/"], "--url: requests refuses 'https://exa mple.com/'"),
+        (["--url", "https://127.0.0.1/", "--cert", "/dev/null"], "is not a regular file"),
+        (["--verify", "FIFO"], "--verify: 'FIFO' is neither a regular file nor a directory"),
     ],
 )
 def test_doctor_checks_its_arguments_first_with_its_own_usage(
-    args: list[str], message: str
+    args: list[str], message: str, tmp_path: Path
 ) -> None:
+    if "FIFO" in args:  # (a FIFO opened for the load would block doctor for ever)
+        fifo = tmp_path / "FIFO"
+        os.mkfifo(fifo)
+        args = [str(fifo) if a == "FIFO" else a for a in args]
+        message = message.replace("'FIFO'", repr(str(fifo)))
     proc = cli("doctor", *args)
     assert proc.returncode == 2
     assert message in proc.stderr
     assert proc.stderr.startswith("usage: python -m requests_fastssl doctor ")
+    assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
 
 
@@ -726,7 +736,7 @@ def test_bench_summary_reads_at_a_glance() -> None:
         "1 thr, verify: shim 1.20x slower (± 0.00) than stock",
     ]
     assert overall(rows) == (
-        "verdict: shim 1.2x slower to 5.0x faster than stock; +20% against the floor "
+        "verdict: shim 1.2x slower to 5.0x faster than stock; +10% against the floor "
         "(median of 2 comparisons, +0% to +20%)"
     )
     both = [{"speed": 4.2, "off": 3.0}, {"speed": 5.12, "off": -2.0}]
@@ -739,3 +749,169 @@ def test_bench_summary_reads_at_a_glance() -> None:
     assert overall([{"line": "x: requests failed; no comparison"}]).startswith(
         "verdict: no comparison"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--json", ""], "--json: an empty file name"),
+        (["--json", "new.json/"], "--json: 'new.json/' is a directory"),
+        (["--url", "https://[::1/"], "--url: not a URL"),
+        (["--url", "https://127.0.0.1:9/", "--ca", "/dev/null"], "is not a regular file"),
+    ],
+)
+def test_bench_refuses_what_would_fail_later(args: list[str], message: str) -> None:
+    proc = cli("bench", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert proc.stderr.startswith("usage: python -m requests_fastssl bench ")
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.fixture
+def trickling_server(pki: PKI) -> Iterator[str]:
+    """A TLS server that completes the handshake, then sends its headers one byte at a time,
+    each within any read timeout, and never ends them (a server that trickles)."""
+    import socket
+    import threading
+
+    from _requests_fastssl.cli.server import server_context
+
+    ctx = server_context(pki.ca, ("127.0.0.1",))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                with ctx.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(65536)
+                    while not stop.wait(0.2):  # (a pace, not a synchronisation)
+                        tls.sendall(b"H")
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{listener.getsockname()[1]}/"
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(5)
+
+
+def test_doctor_bounds_the_whole_request_not_only_each_read(
+    trickling_server: str, pki: PKI
+) -> None:
+    proc = cli("doctor", "--url", trickling_server, "--verify", pki.bundle, "--timeout", "1")
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("request: ")]
+    assert "no complete answer within 3 s" in line
+    assert proc.stdout.splitlines()[-1].endswith("the request did not end in time")
+
+
+def test_doctor_reports_a_trust_source_that_is_not_a_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "bundle"
+    os.mkfifo(fifo)
+    proc = cli("doctor", "--no-self-test", "--json", env={"REQUESTS_CA_BUNDLE": str(fifo)})
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert doc["trust_source"]["error"] == "neither a regular file nor a directory"
+    assert doc["result"].startswith("1 finding(s): the trust source is not a file")  # no prefix
+
+
+@pytest.mark.parametrize("value", ["0", "off"])
+def test_doctor_reads_the_kill_switch_as_the_shim_does(value: str) -> None:
+    proc = cli("doctor", "--no-self-test", env={"REQUESTS_FASTSSL_DISABLE": value})
+    assert proc.returncode == 0, proc.stdout
+    assert "REQUESTS_FASTSSL_DISABLE" not in proc.stdout  # "0" and "off" do not disable
+    assert "shim in this process: active" in proc.stdout
+
+
+def test_a_closed_output_pipe_ends_the_command_quietly() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "requests_fastssl", "doctor", "--no-self-test"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(), cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    proc.stdout.close()  # (the reader is gone before the first line: `| head -0`)
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in stderr
+    assert "BrokenPipeError" not in stderr
+
+
+def test_doctor_advice_names_what_to_try_for_each_failure() -> None:
+    import requests
+
+    from _requests_fastssl.cli.report import advice
+
+    cases = {
+        requests.exceptions.ProxyError("x"): "the proxy failed",
+        requests.exceptions.SSLError("[SSL: WRONG_VERSION_NUMBER] wrong version number"): (
+            "does not speak TLS on that port"
+        ),
+        requests.exceptions.SSLError("EOF occurred in violation of protocol"): (
+            "closed the connection during the TLS handshake"
+        ),
+        requests.exceptions.SSLError("certificate verify failed"): "check --verify",
+        requests.exceptions.ConnectionError("RemoteDisconnected('Remote end closed')"): (
+            "the server's answer was not HTTP"
+        ),
+        requests.exceptions.ConnectionError("Connection refused"): "could not connect",
+        requests.exceptions.ChunkedEncodingError("x"): "cut short or garbled",
+        requests.exceptions.InvalidURL("x"): "the request itself failed",
+        FileNotFoundError("x"): "check the files named by --verify",
+    }
+    for exc, expected in cases.items():
+        assert expected in advice(exc, 5), exc
+
+
+def test_bench_names_failed_requests_under_its_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    from _requests_fastssl.cli.table import print_table
+
+    def summary(variant: str, scenario: str, failed: int) -> dict[str, Any]:
+        row = _row(variant, scenario, [0.1, 0.1], failed)
+        return {**row, "min_s": 0.1, "max_s": 0.1, "per_request_ms": 1.0, "ca_loads": 1,
+                "default_loads": 0, "rss_mean_mb": 30.0, "rss_stdev_mb": 0.0,
+                "server_cpu_share": 0.1}  # fmt: skip
+
+    rows = [summary(f"{k}-verify", s, 61 if (k, s) == ("shim", "80 thr") else 0)
+            for s in ("5 thr", "80 thr") for k in ("stock", "shim", "floor")]  # fmt: skip
+    lines = print_table(rows, "test", 2)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("verdict: shim ")
+    assert out[1] == (
+        "  61 request(s) FAILED (the failed column): those comparisons have no ratio and the "
+        "exit status is 1"
+    )
+    assert lines[:2] == [out[0], out[1].strip()]
+    assert "80 thr, verify: requests failed; no comparison" in lines
+
+
+def test_a_child_that_fails_is_one_line_not_a_traceback() -> None:
+    from _requests_fastssl.cli.engine import ChildFailed, _spawn
+
+    with pytest.raises(ChildFailed, match=r"^the probe run failed: KeyError: 'nonexistent'$"):
+        _spawn("nonexistent", {}, "probe")
+
+
+def test_run_sh_takes_a_relative_interpreter_from_where_it_was_called(tmp_path: Path) -> None:
+    bare = tmp_path / "py"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    bare.chmod(0o755)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "run.sh"), "./py"],
+        capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert f"{bare} cannot import requests_fastssl" in proc.stderr  # (its own, found)

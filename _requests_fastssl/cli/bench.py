@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -59,6 +60,7 @@ def bench(args: argparse.Namespace) -> int:
 
     from .engine import (
         VARIANTS,
+        ChildFailed,
         Interrupted,
         Plan,
         Scenario,
@@ -79,15 +81,18 @@ def bench(args: argparse.Namespace) -> int:
 
     unverified: str | None = None  # with --url: why verify=<bundle> fails against it
     if args.url:  # (its form checked in main())
-        bundle = args.ca or trust_for_verify_true()[0]
+        bundle, origin = (args.ca, "--ca") if args.ca else trust_for_verify_true()
+        if not (os.path.isfile(bundle) or os.path.isdir(bundle)):  # (a FIFO would block)
+            error(f"the CA bundle {bundle!r} ({origin}) is missing, or not a file or directory")
+            return 2 if args.ca else 1
         try:
             ca_load_ms(bundle, rounds=1)
         except (OSError, ssl.SSLError) as exc:
-            error(f"cannot load the CA bundle {bundle!r}: {exc}")
-            return 2
+            error(f"cannot load the CA bundle {bundle!r} ({origin}): {exc}")
+            return 2 if args.ca else 1  # (a bad argument, or a finding about the machine)
         reachable, unverified = _probe(args.url, bundle)
         if not reachable:
-            return 2
+            return 1
         print(f"warning: sending real traffic to {args.url}", file=sys.stderr)
         target: Any = nullcontext((args.url, bundle))
         server_name = f"external: {args.url}"
@@ -102,6 +107,7 @@ def bench(args: argparse.Namespace) -> int:
     overhead: dict[str, Any] | None = None
     startup: dict[str, float] | None = None
     interrupted = False
+    broken: str | None = None  # why a child failed: the table shows what finished before
     with target as (url, bundle):
         # First what everything below is made of: this OpenSSL's price of one CA load.
         machine["ca_load_ms"] = ca_load_ms(bundle)
@@ -132,14 +138,19 @@ def bench(args: argparse.Namespace) -> int:
             results = run_plan(plan, server_cpu=time.process_time, progress=progress)
         except Interrupted as stop:
             results, interrupted = stop.results, True
+        except ChildFailed as stopped:
+            results, broken = stopped.results, str(stopped)
         except KeyboardInterrupt:  # during the micro-benchmark or the start-up timing
             interrupted = True
     if tty:
         print("\r\033[K", end="", file=sys.stderr)
     if interrupted:
         print("interrupted: the table shows the runs that finished", file=sys.stderr)
+    if broken is not None:
+        failure = "; ".join(filter(None, [failure, f"stopped: {broken}"]))
     summaries = [r.summary() for r in results]
-    print_table(summaries, server_name, args.repeat, partial=interrupted, failure=failure)
+    partial = "interrupted" if interrupted else None if broken is None else "a run failed"
+    lines = print_table(summaries, server_name, args.repeat, partial=partial, failure=failure)
     if overhead:
         calls = overhead["shim_calls_per_request"]
         counted = "not counted (the request failed)" if calls is None else f"{calls:g}"
@@ -163,6 +174,8 @@ def bench(args: argparse.Namespace) -> int:
             "interrupted": interrupted,
             "server": server_name,
             "machine": machine,
+            "verdict": lines[0],
+            "summary": lines[1:],
             "results": summaries,
             "verify_failure": failure,
             "keep_alive_us": overhead,

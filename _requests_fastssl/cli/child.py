@@ -17,6 +17,10 @@ from typing import Any
 from .engine import VARIANTS, Run
 from .loads import counting_loads
 
+# Every request's bound (connecting, and each read): a server that stops answering fails
+# the request, counted, instead of holding the run until the parent gives up.
+TIMEOUT = 10
+
 __all__ = ["micro_main", "run_main"]
 
 
@@ -52,7 +56,7 @@ def micro_main(raw: str) -> None:
         best = min(best, (time.perf_counter() - started) / args["calls"])
 
     try:
-        session.get(url, verify=verify).close()  # the one new connection, before counting
+        session.get(url, verify=verify, timeout=TIMEOUT).close()  # the one new connection
     except requests.RequestException:  # the failure is the table's to report
         print(json.dumps([best * 1e6, None]))
         return
@@ -69,7 +73,7 @@ def micro_main(raw: str) -> None:
     sys.setprofile(profile)
     try:
         for _ in range(gets):
-            session.get(url, verify=verify).close()
+            session.get(url, verify=verify, timeout=TIMEOUT).close()
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
@@ -92,7 +96,11 @@ def _floor_adapter(verifying: bool, bundle: str | None) -> tuple[Any, Callable[[
         # would be a context stock never uses.
         ctx = create_urllib3_context(cert_reqs=2 if verifying else 0)  # REQUIRED / NONE
         if verifying:
-            ctx.load_verify_locations(bundle or requests.utils.DEFAULT_CA_BUNDLE_PATH)
+            source = bundle or requests.utils.DEFAULT_CA_BUNDLE_PATH
+            if os.path.isdir(source):  # (a CA directory, as REQUESTS_CA_BUNDLE may name)
+                ctx.load_verify_locations(capath=source)
+            else:
+                ctx.load_verify_locations(source)
         else:
             ctx.load_default_certs()
         holder.append(ctx)
@@ -173,12 +181,12 @@ def _requests(args: dict[str, Any]) -> tuple[float, int, list[str]]:
             # context and never asks it to load anything: no wrapper can do less.
             with requests.Session() as session:
                 session.mount("https://", adapter_class())
-                return session.get(url, verify=verify).status_code
+                return session.get(url, verify=verify, timeout=TIMEOUT).status_code
 
     else:
 
         def call() -> int:
-            return requests.get(url, verify=verify).status_code
+            return requests.get(url, verify=verify, timeout=TIMEOUT).status_code
 
     errors: list[str] = []
     ok = 0
@@ -187,7 +195,10 @@ def _requests(args: dict[str, Any]) -> tuple[float, int, list[str]]:
 
     def worker() -> None:
         nonlocal ok
-        gate.wait()
+        try:
+            gate.wait()
+        except threading.BrokenBarrierError:  # (prepare() failed: the child reports it)
+            return
         for _ in range(calls):
             try:
                 status = call()
@@ -205,7 +216,11 @@ def _requests(args: dict[str, Any]) -> tuple[float, int, list[str]]:
     for thread in threads:
         thread.start()
     started = time.perf_counter()
-    prepare()
+    try:
+        prepare()
+    except BaseException:
+        gate.abort()  # (else the workers would wait at the gate for ever)
+        raise
     gate.wait()
     for thread in threads:
         thread.join()

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from .output import certificates, program, trust_for_verify_true, versions
+from .modes import activation_modes
+from .output import certificates, trust_for_verify_true, versions
 from .report import Report, advice
-from .run import bootstrap_dir
 
 __all__ = ["doctor"]
 
 # Below this, a load is a small part of a new connection's cost (a handshake on loopback
 # alone is about 1 ms): the shim saves little.
 LITTLE_MS = 2.0
+# doctor --url reads this much of the answer at most: it needs the status, not the body.
+BODY_LIMIT = 64 * 1024
 
 
 def doctor(
@@ -46,7 +48,7 @@ def doctor(
     out.say(ssl.OPENSSL_VERSION, "openssl")
     found = {name: v for name, v in versions().items() if name != "requests-fastssl"}
     out.say(", ".join(f"{name} {v}" for name, v in found.items()), "versions", found)
-    modes = _activation_modes()
+    modes = activation_modes()
     out.say("activation modes in effect:", "activation_modes", modes)
     for line in modes:
         out.say(f"  {line}")
@@ -91,6 +93,11 @@ def _trust_source(out: Report, verify: Any, active: bool) -> None:
         facts.update(verify=verify, source=source, origin=origin)
         shown = "True" if verify is True else repr(source)
         out.say(f"trust source for verify={shown}: {source} ({origin})")
+        if os.path.exists(source) and not (os.path.isfile(source) or os.path.isdir(source)):
+            facts["error"] = "neither a regular file nor a directory"
+            out.say(f"one CA load: not tried, {source} is {facts['error']} (a FIFO, a device)")
+            out.finding("the trust source is not a file; fix --verify or REQUESTS_CA_BUNDLE")
+            return
         if os.path.isdir(source):
             out.say(
                 "one CA load: a CA directory is read lazily by OpenSSL at each handshake, so "
@@ -148,19 +155,42 @@ def _one_request(out: Report, request: dict[str, Any], active: bool, timeout: fl
     facts: dict[str, Any] = {"url": url, "verify": request["verify"], "cert": request["cert"]}
     out.doc["request"] = facts
     before = requests_fastssl.stats()
-    try:
-        with requests.Session() as session:
-            response = session.get(
-                url, verify=request["verify"], cert=request["cert"], timeout=timeout
-            )
-    except Exception as exc:  # (requests raises more than RequestException: OSError, ...)
+    done: list[Any] = []
+
+    def get() -> None:
+        try:
+            with requests.Session() as session:
+                response = session.get(
+                    url, verify=request["verify"], cert=request["cert"], timeout=timeout,
+                    stream=True,
+                )  # fmt: skip
+                with response:  # (a bounded read: a body that never ends is not waited for)
+                    response.raw.read(BODY_LIMIT, decode_content=False)
+            done.append(response)
+        except Exception as exc:  # (requests raises more than RequestException: OSError, ...)
+            done.append(exc)
+
+    # requests' timeout bounds each read, not the whole answer: a server trickling a byte
+    # at a time never trips it. The request runs in a thread of its own, waited for at most
+    # three times --timeout (connecting, the handshake, the answer); left behind, it ends
+    # with the process.
+    worker = threading.Thread(target=get, name="requests-fastssl-doctor", daemon=True)
+    worker.start()
+    worker.join(3 * timeout)
+    if not done:
+        hint = "the server answers too slowly, or never stops; --timeout waits longer"
+        facts.update(error=f"no complete answer within {3 * timeout:g} s", advice=hint)
+        out.say(f"request: GET {url} ({shown}): {facts['error']}; try: {hint}")
+        out.finding("the request did not end in time")
+    elif isinstance(done[0], Exception):
+        exc = done[0]
         hint = advice(exc, timeout)
         facts.update(error=f"{type(exc).__name__}: {exc}", advice=hint)
         out.say(f"request: GET {url} ({shown}): {type(exc).__name__}: {exc}; try: {hint}")
         out.finding(f"the request failed ({type(exc).__name__})")
     else:
-        facts["status"] = response.status_code
-        out.say(f"request: GET {url} ({shown}): HTTP {response.status_code}")
+        facts["status"] = done[0].status_code
+        out.say(f"request: GET {url} ({shown}): HTTP {done[0].status_code}")
     delta = requests_fastssl.stats().since(before)
     if not active:
         facts["shared"] = False
@@ -193,52 +223,6 @@ def _one_request(out: Report, request: dict[str, Any], active: bool, timeout: fl
         out.say("shared: no TLS connection was made (the request failed before, or was not HTTPS)")
 
 
-def _activation_modes() -> list[str]:
-    """Which of the documented ways of switching the shim on apply to Python processes
-    started like this one (same environment, same interpreter)."""
-    from importlib.metadata import entry_points
-
-    lines = []
-    disable = os.environ.get("REQUESTS_FASTSSL_DISABLE")
-    if disable:
-        lines.append(
-            f"REQUESTS_FASTSSL_DISABLE={disable}: the shim stays off, whatever else is set up"
-        )
-    hook = os.path.join(bootstrap_dir(), "")
-    on_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if any(os.path.join(os.path.abspath(p), "") == hook for p in on_path):
-        lines.append(f"`{program()} run`: yes (its start-up hook is on PYTHONPATH)")
-    else:
-        lines.append(f"`{program()} run`: no (this process was not started by it)")
-    starters: list[str] = []
-    for name in ("sitecustomize", "usercustomize"):
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
-        if path and os.path.join(os.path.dirname(os.path.abspath(path)), "") == hook:
-            continue  # run's own hook, reported above
-        if not path:
-            continue
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                if "requests_fastssl" in f.read():
-                    starters.append(path)
-        except OSError:
-            pass
-    if starters:
-        lines.append(f"start-up file importing requests_fastssl: yes ({', '.join(starters)})")
-    else:
-        lines.append("start-up file (sitecustomize/usercustomize) importing requests_fastssl: no")
-    plugin = [e for e in entry_points(group="pytest11") if e.name == "requests_fastssl"]
-    if plugin:
-        lines.append(
-            "pytest plugin: registered; on for a pytest run with --fastssl or `fastssl = true` "
-            "in the ini file, and for tests using the fastssl fixture"
-        )
-    else:
-        lines.append("pytest plugin: not registered (the package metadata is missing)")
-    return lines
-
-
 def _self_test(out: Report, active: bool, timeout: float) -> None:
     """Real requests to an embedded HTTPS server on 127.0.0.1; shows the counters move."""
     import tempfile
@@ -254,19 +238,21 @@ def _self_test(out: Report, active: bool, timeout: float) -> None:
         ca = test_ca()
     except SystemExit:
         out.say(f"self-test: not run, it needs trustme: {INSTALL_HINT}", "self_test", None)
+        out.skipped.append("the self-test (it needs trustme)")
         return
     calls = 3
     with tempfile.TemporaryDirectory(prefix="requests-fastssl-doctor-") as tmp:
         bundle = certifi_plus(ca, tmp)
         with HTTPSServer(server_context(ca, ("127.0.0.1",))) as server:
             before = requests_fastssl.stats()
-            statuses = []
+            statuses, errors = [], []
             for _ in range(calls):  # each a new Session, so a new connection
                 try:
                     response = requests.get(server.url, verify=bundle, timeout=timeout)
                     statuses.append(str(response.status_code))
                 except requests.RequestException as exc:
                     statuses.append(type(exc).__name__)
+                    errors.append(exc)
             delta = requests_fastssl.stats().since(before)
     facts = {"statuses": statuses, "connections": delta.connections, "ca_loads": delta.ca_loads}
     out.doc["self_test"] = facts
@@ -275,7 +261,10 @@ def _self_test(out: Report, active: bool, timeout: float) -> None:
         f"new connection, verify=<certifi + a test CA>: {', '.join(statuses)}"
     )
     if statuses != ["200"] * calls:
-        out.say("self-test: FAILED, the requests did not succeed")
+        first = f"{type(errors[0]).__name__}: {errors[0]}" if errors else ", ".join(statuses)
+        hint = advice(errors[0], timeout) if errors else "see the statuses"
+        facts.update(error=first, advice=hint)
+        out.say(f"self-test: FAILED, the requests did not succeed: {first}; try: {hint}")
         out.finding("the self-test's requests failed")
         return
     if not active:

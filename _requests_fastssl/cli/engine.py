@@ -29,6 +29,7 @@ from .eta import Remaining
 
 __all__ = [
     "VARIANTS",
+    "ChildFailed",
     "Interrupted",
     "Plan",
     "Result",
@@ -39,6 +40,9 @@ __all__ = [
     "startup_cost",
 ]
 
+# A child's bound: its requests time out in seconds (child.TIMEOUT), so only a wedged one
+# reaches it.
+CHILD_TIMEOUT = 600
 # name -> (uses the shim, verify setting); "floor" is the context stock builds, built once
 # and given to urllib3.
 VARIANTS: dict[str, tuple[str, bool]] = {
@@ -72,6 +76,14 @@ class Plan:
     scenarios: list[Scenario]
     repeat: int
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+
+
+class ChildFailed(Exception):
+    """A benchmark child failed or did not end; ``results`` holds the runs before it."""
+
+    def __init__(self, message: str, results: list[Result] | None = None) -> None:
+        super().__init__(message)
+        self.results = results or []
 
 
 class Interrupted(Exception):  # not an ...Error: the user asked to stop
@@ -183,6 +195,8 @@ def run_plan(
                     results[(variant, scenario)].runs.append(run)
     except KeyboardInterrupt:
         raise Interrupted([r for r in results.values() if r.runs]) from None
+    except ChildFailed as failed:
+        raise ChildFailed(str(failed), [r for r in results.values() if r.runs]) from None
     return list(results.values())
 
 
@@ -215,15 +229,25 @@ def _child(plan: Plan, variant: str, scenario: Scenario, count: bool) -> Run:
         "n": scenario.threads,
         "calls": scenario.calls,
     }
-    proc = subprocess.run(
-        [sys.executable, "-m", "_requests_fastssl.cli.child", "run", json.dumps(args)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"benchmark child {variant} failed:\n{proc.stderr[-2000:]}")
+    proc = _spawn("run", args, f"{variant} {scenario.label}")
     return Run(**json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _spawn(kind: str, args: dict[str, Any], what: str) -> subprocess.CompletedProcess[str]:
+    """One child; ``ChildFailed``, with the last line of its error, if it fails or hangs."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "_requests_fastssl.cli.child", kind, json.dumps(args)],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        raise ChildFailed(f"the {what} run did not end within {CHILD_TIMEOUT} s") from None
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"]
+        raise ChildFailed(f"the {what} run failed: {lines[-1][:300]}")
+    return proc
 
 
 def micro(
@@ -246,13 +270,7 @@ def micro(
     for _ in range(rounds):
         for kind in best:
             args = {"kind": kind, "url": url, "bundle": bundle, "calls": calls}
-            proc = subprocess.run(
-                [sys.executable, "-m", "_requests_fastssl.cli.child", "micro", json.dumps(args)],
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=True,
-            )
+            proc = _spawn("micro", args, f"keep-alive {kind}")
             seconds, counted = json.loads(proc.stdout.strip().splitlines()[-1])
             best[kind] = min(best[kind], seconds)
             if kind == "shim":

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from .. import __version__
+from .checks import check_file, check_json_target, check_url
 from .output import program
 
 __all__ = ["main"]
@@ -160,57 +161,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_json_target(parser: argparse.ArgumentParser, path: str) -> None:
-    """Fail now, not after the run, where the JSON could not be written: a directory, a link
-    to nowhere, a folder without write access, a device that refuses writes (/dev/full). A
-    FIFO is left unopened (opening it would block, or hand its reader an early end), and
-    nothing is created or changed here."""
-    import stat
-
-    if os.path.isdir(path):
-        parser.error(f"--json: {path!r} is a directory")
-    if not os.path.exists(path):  # (a new file, or a link to nowhere: its target's folder)
-        folder = os.path.dirname(os.path.realpath(path))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            parser.error(f"--json: cannot write to {path!r} (no such writable folder)")
-        return
-    mode = os.stat(path).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        if not os.access(path, os.W_OK):
-            parser.error(f"--json: cannot write to {path!r}: Permission denied")
-        return
-    try:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK
-        fd = os.open(path, flags)
-        try:
-            os.write(fd, b"")  # a device that refuses writes (/dev/full) says so here
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        parser.error(f"--json: cannot write to {path!r}: {exc.strerror or exc}")
-
-
-def _check_url(parser: argparse.ArgumentParser, option: str, url: str) -> None:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme != "https" or not parts.hostname:
-        parser.error(f"{option}: need an https:// URL with a host, got {url!r}")
-    try:
-        port = parts.port
-    except ValueError:
-        port = 0
-    if port == 0 or (port is None and parts.netloc.endswith(":")):
-        parser.error(f"{option}: need a port from 1 to 65535, got {url!r}")
-
-
-def _check_file(parser: argparse.ArgumentParser, option: str, path: str) -> None:
-    if os.path.isdir(path):
-        parser.error(f"{option}: {path!r} is a directory, not a file")
-    if not os.path.isfile(path):
-        parser.error(f"{option}: no such file: {path!r}")
-
-
 def _doctor_request(
     parser: argparse.ArgumentParser, args: argparse.Namespace
 ) -> dict[str, Any] | None:
@@ -220,8 +170,10 @@ def _doctor_request(
         lowered = args.verify.lower()
         if lowered in ("true", "false"):
             verify = lowered == "true"
-        elif os.path.exists(args.verify):
+        elif os.path.isfile(args.verify) or os.path.isdir(args.verify):
             verify = args.verify
+        elif os.path.exists(args.verify):  # (a FIFO would block the load)
+            parser.error(f"--verify: {args.verify!r} is neither a regular file nor a directory")
         else:
             parser.error(f"--verify: need true, false or an existing path, got {args.verify!r}")
     args.verify_value = verify
@@ -230,14 +182,14 @@ def _doctor_request(
             if getattr(args, name) is not None:
                 parser.error(f"--{name}: only with --url")
         return None
-    _check_url(parser, "--url", args.url)
+    check_url(parser, "--url", args.url)
     cert: Any = None
     if args.key is not None and args.cert is None:
         parser.error("--key: only with --cert")
     for name in ("cert", "key"):
         path = getattr(args, name)
         if path is not None:
-            _check_file(parser, f"--{name}", path)
+            check_file(parser, f"--{name}", path)
     if args.cert is not None:
         cert = args.cert if args.key is None else (args.cert, args.key)
     return {"url": args.url, "verify": verify, "cert": cert}
@@ -246,6 +198,8 @@ def _doctor_request(
 def main(argv: list[str] | None = None) -> int:
     """The command line: the subcommand's exit status; 2 for bad arguments (argparse's, with
     the subcommand's usage); 130, after one line, for Ctrl-C."""
+    import sys
+
     from .output import error
 
     try:
@@ -253,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         error("interrupted")
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`, a tee killed by the same Ctrl-C): nothing more can be
+        # shown; stdout is pointed at /dev/null so that the exit's flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _main(argv: list[str] | None) -> int:
@@ -260,14 +219,14 @@ def _main(argv: list[str] | None) -> int:
     args = top.parse_args(argv)
     parser = _SUBPARSERS.get(args.command, top)  # (errors with the subcommand's own usage)
     if args.command == "bench":
-        if args.json:
-            _check_json_target(parser, args.json)
+        if args.json is not None:  # ("" too: refused, not taken as no file)
+            check_json_target(parser, args.json)
         if args.url:
-            _check_url(parser, "--url", args.url)
+            check_url(parser, "--url", args.url)
         if args.ca is not None:
             if not args.url:
                 parser.error("--ca: only with --url (the embedded server brings its own CA)")
-            _check_file(parser, "--ca", args.ca)
+            check_file(parser, "--ca", args.ca)
         from .bench import bench
 
         return bench(args)

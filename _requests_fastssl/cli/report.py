@@ -17,6 +17,7 @@ class Report:
         self.as_json = as_json
         self.doc: dict[str, Any] = {}
         self.findings: list[str] = []
+        self.skipped: list[str] = []  # checks not run: the verdict must not claim them
 
     def say(self, text: str, key: str | None = None, value: Any = None) -> None:
         if key is not None:
@@ -31,10 +32,16 @@ class Report:
         status = 1 if self.findings else 0
         if self.findings:
             verdict = f"result: {len(self.findings)} finding(s): " + "; ".join(self.findings)
+        elif self.skipped:
+            verdict = (
+                "result: healthy: the shim is active and every check that ran passed (not run: "
+                + "; ".join(self.skipped)
+                + ")"
+            )
         else:
             verdict = "result: healthy: the shim is active and every check passed"
-        self.doc.update(findings=self.findings, exit_status=status)
-        self.say(verdict, "result")
+        self.doc.update(findings=self.findings, skipped=self.skipped, exit_status=status)
+        self.say(verdict, "result", verdict.removeprefix("result: "))
         if self.as_json:
             print(json.dumps(self.doc, indent=2, default=str))
         return status
@@ -51,10 +58,28 @@ def advice(exc: BaseException, timeout: float) -> str:
             f"connected, but no answer within {timeout:g} s (a stuck load balancer, or not TLS "
             "on that port?); --timeout waits longer"
         )
+    if isinstance(exc, requests.exceptions.ProxyError):
+        return "the proxy failed: check HTTPS_PROXY / https_proxy / ALL_PROXY and NO_PROXY"
+    text = str(exc)
     if isinstance(exc, requests.exceptions.SSLError):
+        if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
+            return "the server does not speak TLS on that port (plain HTTP?): check the port"
+        if "EOF" in text or "reset" in text.lower():
+            return (
+                "the server closed the connection during the TLS handshake: does it want a "
+                "client certificate (--cert), or another TLS version?"
+            )
         return "check --verify (the CA that issued the server's certificate) and the host name"
     if isinstance(exc, requests.exceptions.ConnectionError):
+        if "RemoteDisconnected" in text or "BadStatusLine" in text:
+            return "connected, but the server's answer was not HTTP, or it hung up: check the URL"
         return "could not connect: is the server up, and the host and port right?"
-    if isinstance(exc, OSError):
+    if isinstance(
+        exc, requests.exceptions.ChunkedEncodingError | requests.exceptions.ContentDecodingError
+    ):
+        return "the server's answer was cut short or garbled: check the server"
+    if isinstance(exc, requests.exceptions.RequestException):
+        return "see the error: the request itself failed"
+    if isinstance(exc, OSError):  # (requests' own errors are OSErrors too: handled above)
         return "check the files named by --verify, --cert, --key and REQUESTS_CA_BUNDLE"
     return "see the error"

@@ -4,6 +4,7 @@ scenario, read the way hyperfine's summary reads."""
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 __all__ = ["faster", "overall", "print_table", "verdicts"]
@@ -21,15 +22,26 @@ def print_table(
     server: str,
     repeat: int,
     *,
-    partial: bool = False,
+    partial: str | None = None,
     failure: str | None = None,
-) -> None:
+) -> list[str]:
+    """Prints the results; returns the verdict line and the summary lines (for the JSON).
+    ``partial``: why the run stopped early; ``failure``: what was not timed, and why."""
     rows = verdicts(summaries)
     line = overall(rows)  # (the one line to read first)
-    partial_mark = "verdict (PARTIAL: interrupted; of the runs that finished):"
-    print(line.replace("verdict:", partial_mark) if partial else line)
-    if failure is not None:  # (a verdict of the unverified rows alone must not read as all)
-        print(f"  {failure}")
+    if partial is not None:
+        line = line.replace("verdict:", f"verdict (PARTIAL: {partial}; of the runs that finished):")
+    print(line)
+    # Under the verdict, whatever it does not cover: it must not read as the whole run.
+    failed = sum(s["failed"] for s in summaries)
+    notes = [failure] if failure is not None else []
+    if failed:
+        notes.append(
+            f"{failed} request(s) FAILED (the failed column): those comparisons have no ratio "
+            "and the exit status is 1"
+        )
+    for note in notes:
+        print(f"  {note}")
     print(f"server: {server}; {repeat} timed run(s) per variant after a warm-up")
     header = (
         f"{'variant':<15} {'scenario':>8} {'wall s (mean ± σ)':>19} {'min…max s':>13} "
@@ -48,19 +60,22 @@ def print_table(
             f"{s['server_cpu_share']:>7.0%} {s['failed']:>7}"
         )
     print(LEGEND)
+    summary = [line, *notes]
     if rows:
         print()
         print("summary")
-        for row in rows:
-            print(f"  {row['line']}")
+        summary += [row["line"] for row in rows]
         noisy = [row for row in rows if row.get("noise", 0) > 5]
         if noisy:
             worst = max(row["noise"] for row in noisy)
-            print(
-                f"  warning: a busy machine: ±{worst:.0f}% of noise in {len(noisy)} of "
+            summary.append(
+                f"warning: a busy machine: ±{worst:.0f}% of noise in {len(noisy)} of "
                 f"{len(rows)} comparisons hides differences of a few per cent; rerun with more "
                 "--repeat on a quieter machine"
             )
+        for text in summary[1 + len(notes) :]:
+            print(f"  {text}")
+    return summary
 
 
 def faster(ratio: float, digits: int = 2) -> str:
@@ -86,7 +101,7 @@ def overall(rows: list[dict[str, Any]]) -> str:
         span = f"{low:.1f}-{faster(high, 1)}"
     else:
         span = f"{1 / high:.1f}-{faster(low, 1)}"
-    median = offs[len(offs) // 2]
+    median = statistics.median(offs)
     return (
         f"verdict: shim {span} than stock; {_percent(median)} against the floor (median of "
         f"{len(rated)} comparisons, {_percent(offs[0])} to {_percent(offs[-1])})"
