@@ -6,6 +6,7 @@ the inputs: its ``ssl_wrap_socket`` is wrapped only to count those connections."
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 from typing import Any
 
@@ -20,9 +21,12 @@ def unsupported_reason() -> str | None:
     """Why the imported urllib3 cannot be patched safely, or None if it can. requests' version
     plays no part: the hook is urllib3's, and whatever a requests gives urllib3 (2.32.0-2.32.4
     their own preloaded context) reaches it as any caller's input."""
-    import urllib3
-
-    urllib3_version = getattr(urllib3, "__version__", "")
+    # (from urllib3._version: inside urllib3's own import, where the package may not have
+    # the attribute yet, that module ran first)
+    urllib3_version = str(
+        getattr(sys.modules.get("urllib3._version"), "__version__", None)
+        or getattr(sys.modules.get("urllib3"), "__version__", "")
+    )
     if version_tuple(urllib3_version) < (1, 26) or version_tuple(urllib3_version)[0] >= 3:
         return f"urllib3 {urllib3_version} is outside 1.26.x-2.x"
     try:
@@ -60,6 +64,6 @@ def hook() -> tuple[types.ModuleType, str, Any]:
 
     from . import _hook
 
-    if version_tuple(urllib3.__version__)[0] == 1:  # type: ignore[attr-defined]
+    if not hasattr(urllib3.connection, "_ssl_wrap_socket_and_match_hostname"):  # (1.26)
         return urllib3.connection, "ssl_wrap_socket", _hook.urllib3_1_wrapper
     return urllib3.connection, "_ssl_wrap_socket_and_match_hostname", _hook.set_up_wrapper

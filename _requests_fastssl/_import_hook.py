@@ -1,11 +1,12 @@
-"""The ``sys.meta_path`` entry that calls back right after a module ran: ``urllib3`` (the shim
-switches on for every urllib3 2 user, requests or not) and, for ``REQUESTS_FASTSSL_WARM``,
-``requests.adapters``. Not wrapt's post-import hooks: importing wrapt costs more than the whole
-start-up budget."""
+"""The ``sys.meta_path`` entry that calls back right after a module ran: ``urllib3.connection``
+(the shim switches on for every urllib3 user, requests or not) and, for
+``REQUESTS_FASTSSL_WARM``, ``requests.adapters``. Not wrapt's post-import hooks: importing wrapt
+costs more than the whole start-up budget."""
 
 from __future__ import annotations
 
 import sys
+from _thread import _local as _thread_local
 
 from ._state import STATE
 
@@ -17,28 +18,44 @@ if TYPE_CHECKING:
 
 __all__ = ["TARGET", "add", "is_ours", "remove"]
 
-TARGET = "urllib3"  # (its __init__ imports urllib3.connection: the set-up exists when it ends)
+# The module holding the function wrapped: complete when it has run, whoever imports it and
+# whatever the state of its package (urllib3's __init__ imports it; so does a direct import).
+TARGET = "urllib3.connection"
 
 
 class _ImportHook:
     def __init__(self) -> None:
         self.callbacks: dict[str, Callable[[ModuleType], None]] = {}
+        self._asking = _thread_local()
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         callback = self.callbacks.get(fullname)
         if callback is None:
             return None
-        for finder in sys.meta_path:
-            find_spec = getattr(finder, "find_spec", None)
-            if finder is self or find_spec is None:
-                continue
-            spec = find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
+        asking = self._asking.__dict__.setdefault("names", set())
+        if fullname in asking:
+            # Asked again while asking the others: another finder that asks every finder, as
+            # this one does (else each would ask the other for ever). It finds the module.
             return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _CallbackLoader(spec.loader, callback)
+        asking.add(fullname)
+        try:
+            for finder in sys.meta_path:
+                find_spec = getattr(finder, "find_spec", None)
+                if finder is self or find_spec is None:
+                    continue
+                spec = find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            asking.discard(fullname)
+        loader = spec.loader
+        # A lazy loader runs the module at its first use: ours would run it now (and the
+        # callback use it), turning a lazy import eager. Left alone: the shim stays pending.
+        lazy = type(loader).__name__ == "LazyLoader"
+        if loader is not None and hasattr(loader, "exec_module") and not lazy:
+            spec.loader = _CallbackLoader(loader, callback)
         return spec
 
 
@@ -54,6 +71,11 @@ class _CallbackLoader:
         module.__loader__ = self._loader
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
+        # What the import system does next, done first: the callback may name the module
+        # as an attribute of its package (urllib3.connection).
+        parent, _, child = module.__name__.rpartition(".")
+        if parent and parent in sys.modules:
+            setattr(sys.modules[parent], child, module)
         self._callback(module)
 
 

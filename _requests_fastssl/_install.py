@@ -55,7 +55,6 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
         raise ValueError(f"max_contexts must be a positive int, not {max_contexts!r}")
     if disabled_by_env() is None:  # (the kill switch turns every other switch off too)
         _observe.configure_from_env()
-    wait_for_import = False
     with _lock:
         _notice_detached()
         was_active = STATE.active
@@ -75,24 +74,25 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
             return
         STATE.wanted, STATE.strict = True, strict
         if not STATE.active:
-            urllib3 = sys.modules.get(_import_hook.TARGET)
-            if urllib3 is None:
+            connection = sys.modules.get(_import_hook.TARGET)
+            if connection is None:
                 _import_hook.add(_import_hook.TARGET, _on_urllib3_imported)
                 STATE.phase, STATE.reason = "pending", "waiting for urllib3 to be imported"
-            elif _initializing(urllib3):
-                # Another thread is importing urllib3 right now. If our hook saw that
-                # import it will patch when it ends; otherwise wait for it below.
+            elif not _initializing(connection):
+                _activate()
+            elif _import_hook.is_ours(getattr(connection, "__loader__", None)):
                 STATE.phase, STATE.reason = "pending", "urllib3 is being imported"
-                wait_for_import = not _import_hook.is_ours(getattr(urllib3, "__loader__", None))
             else:
-                _activate()
-    if wait_for_import:
-        import importlib
-
-        importlib.import_module(_import_hook.TARGET)  # blocks until that import ends
-        with _lock:
-            if STATE.wanted and not STATE.active:
-                _activate()
+                # Being run right now, in this thread (an import hook of another library) or
+                # another, past our hook: never waited for (that import may wait for this
+                # thread, or fail). It stays stock; install() again once it is imported.
+                STATE.phase, STATE.reason = (
+                    "pending",
+                    (
+                        "urllib3 was being imported when install() ran; call install() again "
+                        "once it is imported"
+                    ),
+                )
     if STATE.active and not was_active:
         _warm_from_env()  # outside the lock: a build takes tens of milliseconds
 
@@ -160,6 +160,8 @@ def _notice_detached() -> None:
             found = _in_chain(getattr(owner, name, None), handle)
         except Exception:  # (a layer whose attributes raise: it cannot be told)
             found = False
+        if found and sys.modules.get(getattr(owner, "__name__", "")) is not owner:
+            found = False  # (deleted from sys.modules and imported again: a new module)
         if found:
             continue
         where = f"{getattr(owner, '__name__', owner)}.{name}"

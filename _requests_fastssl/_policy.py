@@ -166,9 +166,11 @@ class Settings:
         self.connection, self.ssl_ = connection, ssl_
         self.urllib3_1 = not hasattr(connection, "_ssl_wrap_socket_and_match_hostname")
         factory = ssl_.create_urllib3_context
-        self.factory_globals = tuple(
-            name for name in factory.__code__.co_names if name in factory.__globals__
-        )
+        # (a factory that is not a function, a functools.partial: never urllib3's own, so
+        # every connection goes to stock, urllib3-replaced; nothing to read here)
+        code, space = getattr(factory, "__code__", None), getattr(factory, "__globals__", {})
+        names = getattr(code, "co_names", ())
+        self.factory_globals = tuple(name for name in names if name in space)
 
     def snapshot(self) -> Reason | tuple[tuple[Hashable, ...], tuple[Any, ...]]:
         """The settings' part of the key and its ALPN list: one reading, the build's too."""
@@ -210,13 +212,17 @@ def _deprecated(version: Any) -> bool:
         return propagate(exc)  # (unhashable: the key steps aside for it)
 
 
-def _no_version(version: Any, settings: Settings) -> bool:
+def _no_version(version: Any, settings: Settings) -> bool | Reason:
     """Whether urllib3's factory treats this ssl_version as none at all: PROTOCOL_TLS or
     PROTOCOL_TLS_CLIENT (requests-toolbelt's SSLAdapter passes one), by the very test it makes,
     ``ssl_version not in (None, PROTOCOL_TLS, PROTOCOL_TLS_CLIENT)``, on the resolved value and
-    with the names of its own module. Then the context is the one for None, and nothing warns."""
-    space = settings.ssl_.create_urllib3_context.__globals__
+    with the names of its own module. Then the context is the one for None, and nothing warns.
+    A factory that is not urllib3's own decides what the version means: ``URLLIB3_REPLACED``."""
     try:
+        factory = settings.ssl_.create_urllib3_context
+        if not is_genuine_function(factory, settings.ssl_):
+            return Reason.URLLIB3_REPLACED
+        space = factory.__globals__
         resolved = settings.connection.resolve_ssl_version(version)
         return bool(resolved in (None, space["PROTOCOL_TLS"], space["PROTOCOL_TLS_CLIENT"]))
     except Exception as exc:  # (stock raises it at its own step: stock does that work)
@@ -237,8 +243,10 @@ def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
         return Reason.URLLIB3_1
     if inputs.get("ssl_context") is not None:
         return Reason.OWN_CONTEXT
-    if inputs.get("ssl_version") is not None and not _no_version(inputs["ssl_version"], settings):
-        return Reason.SSL_VERSION
+    if inputs.get("ssl_version") is not None:
+        none = _no_version(inputs["ssl_version"], settings)
+        if none is not True:
+            return none or Reason.SSL_VERSION
     ca_certs, ca_dir, ca_data = inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"]
     if ca_dir:
         return Reason.CA_DIRECTORY

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PKI, ServerFactory, clean_env, session_with, stock_and_shim
+from support import PKI, ServerFactory, clean_env, run_python, session_with, stock_and_shim
 
 import requests_fastssl
 from _requests_fastssl.cli.loads import counting_loads
@@ -407,3 +407,172 @@ def test_requests_2_32_2_with_its_preloaded_context(
     assert shim_loads["verify=bundle"] == 1
     assert shim_loads["verify=False"] == 1  # (stock: the system store at each connection)
     assert shim_loads["verify=True (its preloaded certifi context)"] == 0  # preloaded: none
+
+
+# --- Activation beside other import machinery (a helper's attack on the urllib3 hook) ------
+
+# A finder placed before anything else that holds urllib3.connection's execution in a worker
+# thread until the main thread says go (or fails it): an import in flight that the shim's hook
+# never saw. Events, not sleeps.
+HELD_IMPORT = """
+import importlib.abc, importlib.util, sys, threading
+started, go = threading.Event(), threading.Event()
+class Held(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "urllib3.connection":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        real = spec.loader
+        class Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return real.create_module(spec)
+            def exec_module(self, module):
+                started.set()
+                go.wait(60)
+                if FAIL:
+                    raise ImportError("broken install")
+                real.exec_module(module)
+        spec.loader = Loader()
+        return spec
+sys.meta_path.insert(0, Held())
+errors = []
+def worker():
+    try:
+        import urllib3
+    except ImportError as exc:
+        errors.append(str(exc))
+thread = threading.Thread(target=worker)
+thread.start()
+started.wait(60)
+import requests_fastssl  # while the worker is inside urllib3.connection: no wait, no error
+print(requests_fastssl.status())
+go.set()
+thread.join(60)
+print(errors)
+if not FAIL:
+    print(requests_fastssl.install())
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("fail", [False, True], ids=["completes", "fails"])
+def test_an_import_of_urllib3_in_flight_elsewhere_is_never_waited_for(fail: bool) -> None:
+    out = run_python(f"FAIL = {fail}\n" + HELD_IMPORT).splitlines()
+    assert out[0] == (
+        "pending: urllib3 was being imported when install() ran; call install() again once it "
+        "is imported"
+    )
+    assert out[1] == ("['broken install']" if fail else "[]")  # the worker's own error only
+    if not fail:
+        assert out[2] == "active"
+
+
+@pytest.mark.subprocess
+def test_another_finder_that_asks_every_finder_does_not_loop_with_ours() -> None:
+    out = run_python(
+        """
+        import sys, requests_fastssl
+        class Delegating:
+            def find_spec(self, fullname, path=None, target=None):
+                if not fullname.startswith("urllib3"):
+                    return None
+                for finder in sys.meta_path:
+                    if finder is self or not hasattr(finder, "find_spec"):
+                        continue
+                    spec = finder.find_spec(fullname, path, target)
+                    if spec is not None:
+                        return spec
+        sys.meta_path.insert(0, Delegating())
+        import urllib3
+        print(requests_fastssl.status())
+        """
+    )
+    assert out.strip() == "active"
+
+
+@pytest.mark.subprocess
+def test_install_from_inside_urllib3s_own_import() -> None:
+    """Another library's post-import hook on a module urllib3 imports early calls install():
+    urllib3 is half-imported in this very thread; the shim switches on when its set-up
+    module has run, and the program's import is untouched."""
+    out = run_python(
+        """
+        import importlib.abc, importlib.util, sys
+        class After(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name != "urllib3.exceptions":
+                    return None
+                sys.meta_path.remove(self)
+                spec = importlib.util.find_spec(name)
+                real = spec.loader
+                class Loader(importlib.abc.Loader):
+                    def create_module(self, spec):
+                        return real.create_module(spec)
+                    def exec_module(self, module):
+                        real.exec_module(module)
+                        import requests_fastssl
+                        requests_fastssl.install()
+                spec.loader = Loader()
+                return spec
+        sys.meta_path.insert(0, After())
+        import logging; logging.basicConfig(level=logging.WARNING)
+        import urllib3
+        import requests_fastssl
+        print(urllib3.__version__ != "", requests_fastssl.status())
+        """,
+        stderr=True,
+    )
+    assert out.strip() == "True active"  # (and no warning on stderr)
+
+
+@pytest.mark.subprocess
+def test_a_lazy_import_of_urllib3_stays_lazy() -> None:
+    code = """
+        import importlib.util, sys
+        {activation}
+        spec = importlib.util.find_spec("urllib3")
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["urllib3"] = module
+        spec.loader.exec_module(module)
+        print(sorted(m for m in ("urllib3.connection", "ssl") if m in sys.modules))
+        """
+    stock = run_python(code.format(activation=""))
+    shim = run_python(code.format(activation="import requests_fastssl"))
+    assert shim == stock == "[]\n"
+
+
+@pytest.mark.subprocess
+def test_a_factory_that_is_not_a_function_goes_to_stock_without_an_error(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    server = make_server()
+    out = run_python(
+        f"""
+        import functools, ssl, sys, urllib3, urllib3.util.ssl_ as s
+        s.create_urllib3_context = functools.partial(s.create_urllib3_context)
+        import requests_fastssl
+        print(requests_fastssl.status())
+        pool = urllib3.PoolManager(ca_certs={pki.bundle!r}, ssl_version=ssl.PROTOCOL_TLS_CLIENT)
+        print(pool.request("GET", {server.url!r}).status)
+        print(dict(requests_fastssl.stats().step_aside_reasons))
+        """,
+        stderr=True,
+    )
+    assert out.splitlines() == ["active", "200", "{'urllib3-replaced': 1}"]  # nothing logged
+
+
+@pytest.mark.subprocess
+def test_urllib3_imported_again_after_deletion_is_noticed() -> None:
+    out = run_python(
+        """
+        import sys, requests_fastssl, urllib3
+        for name in [n for n in sys.modules if n == "urllib3" or n.startswith("urllib3.")]:
+            del sys.modules[name]
+        import urllib3.connection as c
+        print(requests_fastssl.status().state.value)
+        print(requests_fastssl.install(), type(c._ssl_wrap_socket_and_match_hostname).__name__)
+        """
+    )
+    assert out.splitlines() == ["not-installed", "active FunctionWrapper"]
