@@ -4,11 +4,13 @@
 
 Each configuration makes ``--calls`` calls, each on a new TLS connection (the server closes
 every connection), in a fresh interpreter per variant and repetition, interleaved after one
-counting round. *shim* is ``import requests_fastssl`` as the program's first line; in the
-boto3 and urllib3 rows the program never imports requests (checked: a row whose child imported
-it fails). *floor* is the same program with one context built by hand, inside the timed
-window, holding the bundle, handed to urllib3 with nothing left to load: what no cache can
-beat. Loads are counted in the counting round by the profiler (``cli/loads.py``).
+counting round. The times are medians; the ratios are medians of the ratios within each
+repetition (with their range), as this machine's speed drifts between repetitions. *shim* is
+``import requests_fastssl`` as the program's first line; in the boto3 and urllib3 rows the
+program never imports requests (checked: a row whose child imported it fails). *floor* is the
+same program with one context built by hand, inside the timed window, holding the bundle,
+handed to urllib3 with nothing left to load: what no cache can beat. Loads are counted in the
+counting round by the profiler (``cli/loads.py``).
 
 - ``boto3``: one S3 client, ``list_objects_v2`` against the embedded server (it answers S3's
   ListObjectsV2), ``verify=<bundle>`` (certifi's plus the test CA).
@@ -271,7 +273,7 @@ def main() -> int:
     )
     header = (
         f"{'configuration':<23} {'CA loads stock/shim/floor':>26} {'stock ms':>9} "
-        f"{'shim ms':>8} {'floor ms':>9} {'vs stock':>9} {'vs floor':>9}"
+        f"{'shim ms':>8} {'floor ms':>9} {'vs stock':>9} {'vs floor (min…max)':>19}"
     )
     print(header)
     print("-" * len(header))
@@ -285,11 +287,17 @@ def main() -> int:
         if config in WITHOUT_REQUESTS and any(r["requests_imported"] for r in (stock, shim)):
             notes.append("REQUESTS WAS IMPORTED")
         bad = bad or bool(notes)
+        # Ratios within each repetition (its variants ran one after the other), then their
+        # median: this VM's speed drifts by 2x between repetitions, which a ratio of medians
+        # taken over different repetitions would carry into the result.
+        speed = [a / b for a, b in zip(stock["walls_s"], shim["walls_s"], strict=True)]
+        off = [a / b for a, b in zip(shim["walls_s"], floor["walls_s"], strict=True)]
+        stock["vs_shim"], shim["vs_floor"] = statistics.median(speed), statistics.median(off)
+        spread = f"{shim['vs_floor']:.2f} ({min(off):.2f}…{max(off):.2f})"
         print(
             f"{config:<23} {loads:>26} {stock['median_s'] * 1000:>9.1f} "
             f"{shim['median_s'] * 1000:>8.1f} {floor['median_s'] * 1000:>9.1f} "
-            f"{stock['median_s'] / shim['median_s']:>8.2f}x "
-            f"{shim['median_s'] / floor['median_s']:>9.2f}" + "".join(f"  {n}" for n in notes)
+            f"{stock['vs_shim']:>8.2f}x {spread:>19}" + "".join(f"  {n}" for n in notes)
         )
     if args.json:
         Path(args.json).write_text(

@@ -212,3 +212,26 @@ def test_every_benchmark_figure_the_docs_quote_is_a_committed_runs() -> None:
     for v in reach:  # the outputs shown are the committed files, verbatim
         text = (ROOT / "benchmarks" / f"reach-openssl-{v}.txt").read_text().strip()
         assert f"```\n{text}\n```" in page, v
+
+
+def test_the_scope_figures_are_the_committed_run() -> None:
+    """benchmarks.md's scope section shows the committed output verbatim, and its prose's
+    figures are that run's (issue 27)."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    text = (ROOT / "benchmarks" / "scope-openssl-3.0.txt").read_text().strip()
+    assert f"```\n{text}\n```" in page
+    data = json.loads((ROOT / "benchmarks" / "scope-openssl-3.0.json").read_text())
+    assert data["command"] == (
+        "python benchmarks/scope.py --calls 20 --repeat 11 --json benchmarks/scope-openssl-3.0.json"
+    )
+    by = {(r["config"], r["variant"]): r for r in data["rows"]}
+    one_client = ["boto3", "poolmanager", "poolmanager-per-thread", "toolbelt-tls-client"]
+    assert all(by[(c, "shim")]["ca_loads"] == 1 for c in one_client)
+    offs = [by[(c, "shim")]["vs_floor"] for c in one_client]
+    flat = " ".join(page.split())
+    assert f"Against the floor the shim is {_span(offs, '.2f')} here" in flat
+    per_call = by[("boto3-client-per-call", "stock")]["vs_shim"]
+    assert f"as in stock ({per_call:.2f}x)" in flat
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    boto = by[("boto3", "stock")]["vs_shim"]
+    assert f"boto3 with one S3 client, 20 calls on new connections: {boto:.1f}x faster" in readme
