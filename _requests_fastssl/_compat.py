@@ -27,6 +27,15 @@ def unsupported_reason() -> str | None:
         getattr(sys.modules.get("urllib3._version"), "__version__", None)
         or getattr(sys.modules.get("urllib3"), "__version__", "")
     )
+    if not urllib3_version and "urllib3._version" not in sys.modules:
+        # urllib3 before 1.26 has no _version module, and sets __version__ after importing
+        # its connection module: older than 1.26 either way; the metadata names it.
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            urllib3_version = version("urllib3")
+        except PackageNotFoundError:
+            return "urllib3 is older than 1.26 (it has no urllib3._version)"
     if version_tuple(urllib3_version) < (1, 26) or version_tuple(urllib3_version)[0] >= 3:
         return f"urllib3 {urllib3_version} is outside 1.26.x-2.x"
     try:
