@@ -57,9 +57,14 @@ def check_url(parser: argparse.ArgumentParser, option: str, url: str) -> None:
         port = 0
     if port == 0 or (port is None and parts.netloc.endswith(":")):
         parser.error(f"{option}: need a port from 1 to 65535, got {url!r}")
+    if any(c.isspace() or not c.isprintable() for c in parts.netloc):
+        # (newer urllib3 refuses it; older ones pass it on to a name lookup)
+        parser.error(
+            f"{option}: requests refuses {url!r}: a space or control character in the host"
+        )
     from requests.models import PreparedRequest
 
-    try:  # what requests itself refuses (a space in the host, ...): refused here, not later
+    try:  # what requests itself refuses: refused here, not after the work began
         PreparedRequest().prepare_url(url, None)
     except Exception as exc:
         parser.error(f"{option}: requests refuses {url!r}: {exc}")
