@@ -87,12 +87,10 @@ _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n(.+?)-----END CERTIFIC
 
 
 def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
-    """Whether the CA load put in ``ctx`` what the check read: the file could hold other contents
-    only while OpenSSL read it (written through a shared mapping and back), unseen by any check.
-    A file with other blocks (CRLs, TRUSTED CERTIFICATE) cannot be compared so: its build fails
-    lastingly, remembered while its bytes are unchanged, not rebuilt on every connection."""
-    if check.contents.count(b"-----BEGIN ") != check.contents.count(b"-----BEGIN CERTIFICATE-----"):
-        raise ssl.SSLError(f"{check.path}: blocks other than certificates; left to stock")
+    """Whether the CA load put in ``ctx`` what the check read. Asked while the file is racily
+    clean: a write and a write back in one tick of its clock, or through a shared mapping,
+    while OpenSSL read it leave its identity as the build read it. Outside that window any
+    write moves its ctime, which the build's own check after the load sees."""
     try:
         ders = {binascii.a2b_base64(body) for body in _PEM_CERT.findall(check.contents)}
     except binascii.Error:
@@ -103,6 +101,14 @@ def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
         and stats["x509"] == len(ders)
         and set(ctx.get_ca_certs(binary_form=True)) <= ders
     )
+
+
+def _other_blocks(check: FileCheck) -> bool:
+    """A CA file with blocks other than certificates (CRLs, TRUSTED CERTIFICATE) could not be
+    compared with its store: its build fails lastingly, remembered while the file is
+    unchanged, whether or not it is racily clean now (one rule, whatever the timing)."""
+    contents = check.contents
+    return contents.count(b"-----BEGIN ") != contents.count(b"-----BEGIN CERTIFICATE-----")
 
 
 def _stock(step: Any, *args: Any, wrap: Any = None, **kwargs: Any) -> Any:
@@ -157,7 +163,9 @@ def build(
         _stock(ctx.load_default_certs)
     else:
         _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)
-        if ca_check is not None and not _same_store(ctx, ca_check):
+        if ca_check is not None and _other_blocks(ca_check):
+            raise ssl.SSLError(f"{ca_certs}: blocks other than certificates; left to stock")
+        if ca_check is not None and ca_check.racy() and not _same_store(ctx, ca_check):
             raise FileChanged(f"{ca_certs} held other contents while it was loaded")
     key_file, cert_file, password = inputs["key_file"], inputs["cert_file"], inputs["key_password"]
     if key_file and password is None and _stock(ssl_._is_key_file_encrypted, key_file):

@@ -1,24 +1,32 @@
-"""What a shared context read from each file, and whether reading it now gives the same: a stat
-and a byte comparison per new connection, through a raw ``FileIO`` (only the system calls
-OpenSSL's load makes; it owns its descriptor, so an exception at any bytecode closes it). Why
-bytes and not timestamps, and why each thread checks for itself: docs/design.md, File checks.
-Whatever the checks raise means "stock"; only ``MemoryError`` and ``RecursionError`` propagate.
+"""What a shared context read from each file, and whether the file still holds it: per new
+connection one ``stat`` (its identity: device, inode, size, timestamps, mode, owners) and the
+process's credentials, compared with those last found; the contents are read and compared by
+digest only when they differ, or while the file is racily clean. Reads go through a raw
+``FileIO`` (only the system calls OpenSSL's load makes; it owns its descriptor, so an exception
+at any bytecode closes it). Why: docs/design.md, File checks. Whatever the checks raise means
+"stock"; only ``MemoryError`` and ``RecursionError`` propagate.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import sys
+import time
+import types
+from collections.abc import Iterator
 from io import FileIO
 from itertools import pairwise
 from types import FrameType
 from typing import Any
 
-__all__ = ["FileChanged", "FileCheck", "openable", "propagate", "read_checks"]
+__all__ = ["RACY_WINDOW_NS", "FileChanged", "FileCheck", "credentials", "propagate", "read_checks"]
 
-_PIECE = 65536
 _MOST = 1 << 20
+# A file whose mtime or ctime is this close to the moment its contents were last compared is
+# read again at each check (a coarse or FAT clock stamps a later write no later than that).
+RACY_WINDOW_NS = 2_000_000_000
 
 
 def propagate(exc: BaseException) -> bool:
@@ -46,37 +54,54 @@ def propagate(exc: BaseException) -> bool:
 
 
 def _identity(path: str) -> tuple[int, ...] | None:
+    """What one ``stat`` says of a regular file (ctime: no call sets it back, and chmod, chown
+    and ACL changes move it; mode and owners: the rights stock's open meets), else None."""
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         return None
-    # ctime too: mtime can be set back by the writer (cp -p, tar, rsync -t); ctime cannot.
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+            st.st_mode, st.st_uid, st.st_gid)  # fmt: skip
 
 
-def _read(path: str) -> bytes:
+_geteuid, _getegid = getattr(os, "geteuid", int), getattr(os, "getegid", int)
+
+
+def credentials() -> tuple[int, int]:
+    """The process's own rights stock's open is made with (docs/design.md, File checks)."""
+    return _geteuid(), _getegid()
+
+
+# The wall clock (the file system stamps files from it) as at import: a mock installed later is
+# never called; one in place then leaves no clock, and every file is read at every check.
+_clock: Any = time.time_ns if type(time.time_ns) is types.BuiltinFunctionType else lambda: None
+
+
+def _racy(identity: tuple[int, ...], moment: int | None) -> bool:
+    """Whether the file was written too close to ``moment``, when its contents were last
+    compared, for its timestamps to show a later write (git's racily-clean rule)."""
+    return moment is None or max(identity[3], identity[4]) >= moment - RACY_WINDOW_NS
+
+
+def _pieces(path: str, size: int) -> Iterator[bytes]:
+    """The contents in pieces of at most ``_MOST``, each asked for at the size expected plus
+    one byte (no larger buffer allocated and shrunk: only OpenSSL's system calls). One call
+    for any ordinary bundle: each releases the GIL, costly to take back under 300 threads."""
     with FileIO(path, "r") as file:
-        pieces = []
-        while piece := file.read(_PIECE):
-            pieces.append(piece)
-        return b"".join(pieces)
-
-
-def _same(path: str, expected: bytes) -> bool:
-    """One read up to ``_MOST`` (one byte more than expected shows growth): each system call
-    releases the GIL, and under 300 threads taking it back costs more than the read. Larger
-    files in pieces, so that 300 connections never hold 300 copies of a large bundle."""
-    with FileIO(path, "r") as file:
-        offset, size = 0, len(expected)
+        left = size
         while True:
-            asked = min(size - offset + 1, _MOST)
+            asked = min(left + 1, _MOST)
             piece = file.read(asked)
-            if not expected.startswith(piece, offset):  # (a memcmp, no copy)
-                return False
-            offset += len(piece)
-            if offset > size:
-                return False
+            yield piece
             if len(piece) < asked:  # (a regular file reads short only at its end)
-                return offset == size
+                return
+            left = max(left - len(piece), 0)
+
+
+def _digest(path: str, size: int) -> bytes:
+    digest = hashlib.sha256()  # (a check holds no copy of a large bundle)
+    for piece in _pieces(path, size):
+        digest.update(piece)
+    return digest.digest()
 
 
 class FileChanged(OSError):
@@ -84,32 +109,40 @@ class FileChanged(OSError):
 
 
 class FileCheck:
-    """One file as a build read it: its identity and its contents."""
+    """One file as a build read it: its identity then and the digest of its contents (the
+    contents themselves only until the build ends), and when it was last found the same."""
 
-    __slots__ = ("contents", "identity", "path")
+    __slots__ = ("contents", "digest", "identity", "path", "seen")
 
-    def __init__(self, path: str, identity: tuple[int, ...], contents: bytes) -> None:
+    def __init__(self, path: str, identity: tuple[int, ...], contents: bytes, moment: Any) -> None:
         self.path, self.identity, self.contents = path, identity, contents
+        self.digest = hashlib.sha256(contents).digest()
+        # (identity, credentials, moment) replaced whole: a thread reads one consistent triple
+        self.seen = (identity, credentials(), moment)
 
-    def unchanged(self) -> bool:
-        """Whether the file still holds what was read (False if that cannot be told)."""
+    def racy(self) -> bool:
+        """Whether the file was read within the racily-clean window of its timestamps."""
+        identity, _creds, moment = self.seen
+        return _racy(identity, moment)
+
+    def unchanged(self, strict: bool = False) -> bool:
+        """Whether the file still holds what was read: by one ``stat`` if identity and
+        credentials are as last found, outside the racily-clean window, else by its contents
+        (False if that cannot be told). ``strict``: also the identity the build read."""
         try:
-            return _identity(self.path) == self.identity and _same(self.path, self.contents)
+            moment = _clock()  # (before the stat: a write after it has later timestamps)
+            identity = _identity(self.path)
+            if identity is None or (strict and identity != self.identity):
+                return False
+            known, creds, then = self.seen
+            if identity == known and credentials() == creds and not _racy(identity, then):
+                return True
+            if _digest(self.path, identity[2]) != self.digest:
+                return False
+            self.seen = (identity, credentials(), moment)
+            return True
         except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
             return propagate(exc)
-
-
-def openable(paths: tuple[str, ...]) -> bool:
-    """Whether this thread can open each file, a regular one, now, before it waits for another's
-    build (access can differ between threads: per-thread credentials, Landlock, a root)."""
-    try:
-        for path in paths:
-            if _identity(path) is None:
-                return False
-            FileIO(path, "r").close()
-    except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
-        return propagate(exc)
-    return True
 
 
 def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
@@ -118,13 +151,14 @@ def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
     checks = []
     try:
         for path in paths:
+            moment = _clock()
             identity = _identity(path)
             if identity is None:
                 return None
-            contents = _read(path)
+            contents = b"".join(_pieces(path, identity[2]))
             if _identity(path) != identity:  # changed while read: let stock read it
                 return None
-            checks.append(FileCheck(path, identity, contents))
+            checks.append(FileCheck(path, identity, contents, moment))
     except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
         propagate(exc)
         return None

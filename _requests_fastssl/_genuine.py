@@ -4,6 +4,7 @@ put there before the shim nor bytecode rewritten in place counts as theirs."""
 
 from __future__ import annotations
 
+import operator
 import ssl  # noqa: F401 (loaded: its code is read through sys.modules)
 import sys
 import types
@@ -70,9 +71,13 @@ def _genuine_context_class() -> type | None:
 
 IDENTIFIED = _genuine_context_class()
 GENUINE_CONTEXT: type = IDENTIFIED or type("NoGenuineSSLContext", (), {})
-# The last namespace of the class found to be ssl.py's own, and the code of each function in it
-# (a tracer may rewrite a function's code in place), compared by identity per connection.
-_VERIFIED: list[tuple[tuple[tuple[str, Any], ...], tuple[tuple[Any, Any], ...]]] = [((), ())]
+# The last namespace of the class found to be ssl.py's own (its names, their values) and its
+# functions with their code (a tracer may rewrite a function's code in place), compared by
+# identity per connection.
+_VERIFIED: list[tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]] = [
+    ((), (), (), ())
+]
+_CODE = operator.attrgetter("__code__")
 
 
 def _from_ssl(name: str, value: Any) -> bool:
@@ -92,14 +97,18 @@ def _from_ssl(name: str, value: Any) -> bool:
 
 
 def genuine_unpatched() -> bool:
-    ns, (known, codes) = GENUINE_CONTEXT.__dict__, _VERIFIED[0]
-    same = len(ns) == len(known) and all(ns.get(n) is v for n, v in known)
-    if same and all(f.__code__ is c for f, c in codes):
+    ns, (names, values, functions, codes) = GENUINE_CONTEXT.__dict__, _VERIFIED[0]
+    if (
+        len(ns) == len(names)
+        and tuple(ns) == names
+        and all(map(operator.is_, ns.values(), values))
+        and all(map(operator.is_, map(_CODE, functions), codes))
+    ):
         return True
     items = tuple(ns.items())
     if not all(_from_ssl(name, value) for name, value in items):
         return False
     parts = [getattr(v, a, None) for _, v in items for a in ("fget", "fset", "fdel", "__func__")]
-    functions = [f for f in (*parts, *(v for _, v in items)) if type(f) is types.FunctionType]
-    _VERIFIED[0] = items, tuple((f, f.__code__) for f in functions)
+    found = tuple(f for f in (*parts, *(v for _, v in items)) if type(f) is types.FunctionType)
+    _VERIFIED[0] = tuple(ns), tuple(ns.values()), found, tuple(map(_CODE, found))
     return True

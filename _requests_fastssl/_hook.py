@@ -159,10 +159,13 @@ def before_load(inputs: dict[str, Any]) -> FileCheck | None:
 
 
 def note_loaded(ctx: Any, check: FileCheck) -> None:
-    """Stock's load succeeded; if the file still holds what was read before it, that is
-    what the context holds now (and whatever it held only during the load, as in stock)."""
-    if check.unchanged():
-        _loaded[ctx] = check
+    """Stock's load succeeded; if the file kept the identity read before it (and, racily clean,
+    its contents), that is what the context holds now. Else the next connection loads again."""
+    try:
+        if check.unchanged(strict=True):
+            _loaded[ctx] = check
+    finally:
+        check.contents = b""  # (the digest stays: no copy of the file outlives the load)
 
 
 def forget_all() -> None:

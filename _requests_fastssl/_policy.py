@@ -138,15 +138,20 @@ INPUTS = frozenset((
 ))  # fmt: skip
 
 
+_PLAIN = (type(None), bool, int, float, str, bytes, enum.Enum, type, types.ModuleType)
+
+
 def _frozen(value: Any) -> Hashable:
-    """A hashable stand-in for a setting's value (lists and dicts by contents)."""
+    """A hashable stand-in for a setting's value (lists and dicts by contents; the common
+    values, which stand for themselves, tested first)."""
+    if isinstance(value, _PLAIN):
+        return (type(value), value)
     if isinstance(value, list | tuple):
         return (type(value).__name__, *map(_frozen, value))
     if isinstance(value, Mapping):
         return frozenset((k, _frozen(v)) for k, v in value.items())
     hash(value)  # TypeError: unhashable, the caller steps aside
-    # With its type: 0 == False and 771.0 == TLSVersion.TLSv1_2, which urllib3 treats apart.
-    return (type(value), value)
+    return (type(value), value)  # (typed: 0 == False, 771.0 == TLSv1_2; urllib3 tells apart)
 
 
 class _Secret(tuple):  # type: ignore[type-arg]
@@ -270,9 +275,8 @@ def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
             unverified = propagate(exc)
         if not unverified or cert_file:
             return Reason.DEFAULT_STORE
-        default = ssl.get_default_verify_paths().cafile  # (None unless it exists)
-        if default:
-            files.append(default)
+        # No file to check: unverified, with no certificate to send, the store decides nothing
+        # and its load cannot fail (docs/design.md). Which files it names is in the key.
         snapshot = (*snapshot, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
     files += [name for name in (cert_file, key_file) if name]
     try:

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from ._files import FileChanged, FileCheck, openable, propagate, read_checks
+from ._files import FileChanged, FileCheck, propagate, read_checks
 from ._observe import first_step_aside
 from ._policy import Aside, Reason, StockError
 from ._state import FORKS
@@ -55,9 +55,10 @@ class Flight:
     the bound is counted in the lock's own timed waits, so a test's mock of ``time`` or
     freezegun, active now or when this was imported, can neither stop it nor see a call."""
 
-    __slots__ = ("alive", "bound", "expired", "fork", "lock", "owner", "result")
+    __slots__ = ("alive", "bound", "checks", "expired", "fork", "lock", "owner", "result")
 
-    def __init__(self, token: Token, bound: float, result: Any = None) -> None:
+    def __init__(self, token: Token, bound: float, result: Any = None, checks: Any = ()) -> None:
+        self.checks = checks  # (what the worker read: a waiter checks its files against them)
         self.lock = _thread.allocate_lock()
         self.lock.acquire()
         self.alive = weakref.ref(token, self.lock.__exit__)  # type: ignore[arg-type]
@@ -116,14 +117,17 @@ class Registry:
             self._failed.pop(key, None)
         flight = self._flights.get(key)
         if flight is not None and not flight.stale():
-            # Waiting without reading the files: 300 threads arriving during a build held
-            # 300 copies of the bundle. Only with access to them: else stock at once.
-            return self._wait(key, flight) if openable(paths) else Reason.NOT_A_FILE
+            # A thread arriving during a build checks the files against what the build read
+            # (a stat each, no read: 300 threads reading held 300 copies of the bundle), and
+            # waits only if they are unchanged: else stock at once, without waiting.
+            if all(check.unchanged() for check in flight.checks):
+                return self._wait(key, flight)
+            return Reason.FILE_CHANGED
         checks = read_checks(paths)
         if checks is None:
             return Reason.NOT_A_FILE
         token = Token()
-        me = Flight(token, WAIT_SECONDS, Reason.BUILD_FAILED)
+        me = Flight(token, WAIT_SECONDS, Reason.BUILD_FAILED, checks)
         try:
             flight = self._flights.setdefault(key, me)
             if flight is not me and flight.stale():
@@ -171,13 +175,21 @@ class Registry:
             return Reason.REENTRANT  # our own stack is the builder: waiting would never end
         if not flight.wait():
             return Reason.WAIT_TIMEOUT
-        found = self._published(key)  # (checked again: the files at this moment)
-        if found is not None:
-            return found
-        return flight.result if isinstance(flight.result, Reason) else Reason.FILE_CHANGED
+        # Not checked again: this thread found the files as the build read them before it
+        # waited, and the build found them so when it ended, after that.
+        if not isinstance(flight.result, Reason):
+            self.count("reuses")
+        return flight.result
 
     def _build(self, key: Hashable, checks: tuple[FileCheck, ...], build: Build) -> Any:
         started = _perf_counter()
+        try:
+            return self._built(key, checks, build, started)
+        finally:
+            for check in checks:  # (the digest stays: no copy of a file outlives its build)
+                check.contents = b""
+
+    def _built(self, key: Hashable, checks: tuple[FileCheck, ...], build: Build, t: float) -> Any:
         try:
             ctx = build(checks)
         except FileChanged:
@@ -198,12 +210,14 @@ class Registry:
             self.count("build_failures")
             self._remember_failure(key, checks)
             return Reason.BUILD_FAILED
-        if not all(check.unchanged() for check in checks):
+        # The identity the build read, not only the contents: a write and a write back while
+        # OpenSSL loaded the file leave the contents alone, and the context with either.
+        if not all(check.unchanged(strict=True) for check in checks):
             self.count("build_failures")
             return Reason.FILE_CHANGED
         self.count("contexts_built")
         self.count("ca_loads")
-        self._build_seconds += _perf_counter() - started
+        self._build_seconds += _perf_counter() - t
         self._entries[key] = (ctx, checks)
         self._recent(key)
         self._evict()

@@ -12,6 +12,7 @@ import ssl
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,6 +200,19 @@ def other_contents_during_first_load(
     finally:
         sys.setprofile(None)
     assert flips == ["during", "after"], "no client-side load happened in the block"
+
+
+def aged(*paths: str | Path) -> None:
+    """Return once each file's mtime and ctime are older than the racily-clean window (a wait
+    on the wall clock, at most the window itself, for files written just now): the shim then
+    proves them unchanged by their identity alone. ctime cannot be set back by any call."""
+    from _requests_fastssl._files import RACY_WINDOW_NS
+
+    for path in paths:
+        st = os.stat(path)
+        ready = max(st.st_mtime_ns, st.st_ctime_ns) + RACY_WINDOW_NS + 50_000_000
+        while (left := ready - time.time_ns()) > 0:
+            time.sleep(left / 1e9)
 
 
 def same_size(a: bytes, b: bytes) -> tuple[bytes, bytes]:

@@ -32,6 +32,7 @@ from support import (
     URLLIB3_1,
     LoadCounter,
     ServerFactory,
+    aged,
     clean_env,
     other_contents_during_first_load,
     outcome,
@@ -815,11 +816,14 @@ def test_contents_are_compared_whatever_the_timestamps(tmp_path: Path, pki: PKI)
     assert checks is not None
     (check,) = checks
     assert check.unchanged()
+    _, creds, moment = check.seen
     bundle.write_bytes(rogue)
-    check.identity = _files._identity(str(bundle))  # type: ignore[assignment]  # (a coarse clock)
+    # As a coarse clock leaves it: the identity as last seen, the file racily clean.
+    check.seen = (_files._identity(str(bundle)), creds, moment)  # type: ignore[assignment]
+    assert check.racy()
     assert not check.unchanged()
     bundle.write_bytes(trusted)
-    check.identity = _files._identity(str(bundle))  # type: ignore[assignment]
+    check.seen = (_files._identity(str(bundle)), creds, moment)  # type: ignore[assignment]
     assert check.unchanged()
     bundle.unlink()
     assert not check.unchanged()
@@ -960,13 +964,17 @@ def test_a_thread_with_its_own_file_table_loads_the_named_file(
     assert built == 1  # shared, from the right file
 
 
-def test_a_bundle_that_can_no_longer_be_opened_fails_as_stock(
+def test_no_descriptor_left_for_the_bundle_is_a_documented_limit(
     make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:
-    """Unchanged on disk, unreadable to the process (here: no file descriptor left for it; a
-    daemon that dropped privileges is the same case): stock's load fails, so must the shim's.
-    The client runs in its own process, so that only its descriptors run out."""
+    """Unchanged on disk, but no file descriptor left for stock's load at exactly that
+    connection (the socket takes the last one): stock fails; the shim, which proves the file
+    unchanged by a stat, does not (docs/usage.md, Known limits: issue 29's decision 3).
+    Rights dropped or taken away are seen: test_identity.py. Pinned here so that the limit
+    stays what the docs say. The client runs in its own process, so that only its
+    descriptors run out."""
     server = make_server()
+    aged(pki.bundle)
     script = tmp_path / "no_fd.py"
     script.write_text(
         textwrap.dedent(
@@ -1013,9 +1021,9 @@ def test_a_bundle_that_can_no_longer_be_opened_fails_as_stock(
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert results["shim"] == results["stock"]
     assert [r[0] for r in results["stock"]] == ["200", "SSLError", "200"]
     assert "Too many open files" in results["stock"][1][1]
+    assert [r[0] for r in results["shim"]] == ["200", "200", "200"]
 
 
 @pytest.mark.urllib3_2
@@ -1056,7 +1064,8 @@ def test_a_racy_bundle_rewrite_is_seen_end_to_end(
         bundle.write_bytes(rogue)  # in place, same size
         for _ctx, checks in list(REGISTRY._entries.values()):  # as a coarse clock leaves them
             for check in checks:
-                check.identity = _files._identity(check.path)  # type: ignore[assignment]
+                _, creds, moment = check.seen
+                check.seen = (_files._identity(check.path), creds, moment)  # type: ignore[assignment]
         return [first, outcome(lambda: requests.get(server.url, verify=str(bundle)))]
 
     stock, shim = stock_and_shim(calls)

@@ -11,6 +11,7 @@ library's SSLContext known by its definition.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import ssl
 import subprocess
@@ -261,7 +262,7 @@ def test_an_exception_at_every_point_of_the_bookkeeping(
         f.__code__
         for f in (_registry.Registry.get, _registry.Registry._wait, _registry.Registry._build,
                   _registry.Registry._published, _registry.Flight.__init__, _registry.Flight.wait,
-                  _files.openable)
+                  _files.FileCheck.unchanged)
     }  # fmt: skip
 
     def run_with_interrupt_at(n: int) -> int:
@@ -320,24 +321,39 @@ def test_an_audit_hook_refusing_the_shims_opens(pki: PKI, error: str) -> None:
     assert out.strip() == "[200, 200, 200] True {'not-a-file': 3}"
 
 
-def _syscalls(code: str) -> set[str]:
+def _syscalls(code: str, *flags: str) -> set[str]:
     """The system calls a script makes after it prints START (strace, fresh interpreter)."""
+    return _syscalls_around_start(code, *flags)[1]
+
+
+def _syscalls_around_start(
+    code: str, *flags: str, python: str = sys.executable
+) -> tuple[set[str], set[str]]:
+    """The system calls a script makes before and after it prints START."""
+    argv = ["strace", "-f", "-qq", "-e", "trace=all", "-o", "/dev/stderr", python, *flags]
     proc = subprocess.run(
-        ["strace", "-f", "-qq", "-e", "trace=all", "-o", "/dev/stderr", sys.executable, "-c", code],
+        [*argv, "-c", code],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=str(ROOT),
+        env={k: v for k, v in os.environ.items() if k != "PYTHONNOUSERSITE"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
     start = next(i for i, line in enumerate(lines) if 'write(1, "START' in line)
-    names = set()
-    for line in lines[start + 1 :]:
+    before: set[str] = set()
+    after: set[str] = set()
+    for i, line in enumerate(lines):
         match = re.match(r"(?:\d+\s+)?(\w+)\(", line)
-        if match:
-            names.add(match.group(1))
-    return names
+        if match and i != start:
+            (before if i < start else after).add(match.group(1))
+    return before, after
+
+
+# The process's credentials, compared with the build's per new connection (docs/design.md,
+# File checks): CPython's own start-up asks for them (site.py's user-site check).
+CREDENTIALS = {"geteuid", "getegid"}
 
 
 @needs_urllib3_2
@@ -361,7 +377,13 @@ def test_no_system_call_that_stock_never_makes(pki: PKI) -> None:
     """
     stock = _syscalls(_script(body, pki).replace('sys.argv[-1] == "stock"', "True"))
     shim = _syscalls(_script(body, pki).replace('sys.argv[-1] == "stock"', "False"))
-    assert shim <= stock, shim - stock
+    # But for the credentials, compared with the build's per new connection: calls the
+    # interpreter's own start-up makes (site.py's user-site check), outside a virtual
+    # environment and without -s or -I. The docs say which allow-lists lack them.
+    assert shim - stock <= CREDENTIALS, shim - stock
+    base = getattr(sys, "_base_executable", sys.executable)
+    assert _syscalls_around_start('print("START")', python=base)[0] >= CREDENTIALS
+    assert not CREDENTIALS & _syscalls_around_start('print("START")', "-I", python=base)[0]
 
 
 # --- (4) the standard library's SSLContext, known by its definition -------------------------

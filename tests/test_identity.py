@@ -1,0 +1,411 @@
+"""Issue 29's file checks, one test per decision: a trust file is proven unchanged by one stat
+of its identity and the process's credentials, and read only while racily clean or when they
+differ; with verification off and no client certificate nothing is checked. Each test runs the
+same requests stock and shimmed and compares what they gave."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from support import PKI, ROOT, ServerFactory, aged, clean_env, outcome, same_size, stock_and_shim
+
+import requests_fastssl
+
+pytestmark = pytest.mark.urllib3_2  # (urllib3 1.26 stays stock: nothing shared to check)
+
+CLOSE = {"Connection": "close"}
+_OPENS: dict[str, int] = {}
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event == "open" and args and isinstance(args[0], str) and args[0] in _OPENS:
+        _OPENS[args[0]] += 1
+
+
+sys.addaudithook(_audit)  # (for good: audit hooks cannot be removed; it counts watched paths)
+
+
+@contextlib.contextmanager
+def opens_of(path: Path) -> Iterator[Callable[[], int]]:
+    """Python-level opens of ``path`` within the block (the shim's reads; stock's loads are
+    OpenSSL's own and raise no audit event)."""
+    _OPENS[str(path)] = 0
+    try:
+        yield lambda: _OPENS[str(path)]
+    finally:
+        del _OPENS[str(path)]
+
+
+def _restore_times(path: Path, st: os.stat_result) -> None:
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("window", ["inside", "outside"])
+def test_a_same_size_rewrite_with_mtime_restored_is_seen(
+    window: str, make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """The bundle rewritten in place with another CA, same size, its mtime set back (cp -p,
+    tar, rsync -t): within the racily-clean window its contents are read again; outside it,
+    after connections that opened nothing, its ctime (which no call sets back) shows it."""
+    server = make_server()
+    bundle = tmp_path / "bundle.pem"
+    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+
+    def get() -> Any:
+        return outcome(lambda: requests.get(server.url, verify=str(bundle), headers=CLOSE))
+
+    def calls() -> tuple[list[Any], int]:
+        bundle.write_bytes(trusted)
+        with opens_of(bundle) as opens:
+            got = [get()]
+            if window == "outside":
+                aged(bundle)
+                got.append(get())  # (moves the moment: the last read)
+                before = opens()
+                got.append(get())
+                quiet = opens() - before
+            else:
+                quiet = 0
+            st = bundle.stat()
+            bundle.write_bytes(rogue)
+            _restore_times(bundle, st)
+            assert bundle.stat().st_mtime_ns == st.st_mtime_ns
+            got += [get(), get()]
+        return got, quiet
+
+    (stock, _), (shim, quiet) = stock_and_shim(calls)
+    assert [o[0] for o in stock] == ["200"] * (3 if window == "outside" else 1) + ["SSLError"] * 2
+    assert shim == stock
+    assert quiet == 0  # outside the window: a stat, no open
+
+
+def test_a_write_through_a_shared_mapping_is_seen_inside_the_window(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """Writes through a shared mapping to pages already dirty move no timestamp: the identity
+    is unchanged while the contents are not. Inside the racily-clean window the contents are
+    compared, so the rewrite is seen (outside it, a documented limit)."""
+    import mmap
+
+    server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
+    bundle = tmp_path / "bundle.pem"
+    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+    bundle.write_bytes(trusted)
+
+    def get(url: str) -> Any:
+        return outcome(lambda: requests.get(url, verify=str(bundle), headers=CLOSE))
+
+    def calls() -> tuple[list[Any], bool]:
+        with open(bundle, "r+b") as f, mmap.mmap(f.fileno(), len(trusted)) as m:
+            m[:] = trusted  # (dirty pages: later writes move no timestamp)
+            before = bundle.stat()
+            got = [get(server_a.url), get(server_b.url)]
+            m[:] = rogue
+            after = bundle.stat()
+            got += [get(server_a.url), get(server_b.url)]
+            m[:] = trusted
+        unseen = (before.st_mtime_ns, before.st_ctime_ns) == (after.st_mtime_ns, after.st_ctime_ns)
+        return got, unseen
+
+    (stock, unseen), (shim, _) = stock_and_shim(calls)
+    assert unseen  # (the condition: no timestamp moved)
+    assert [o[0] for o in stock] == ["200", "SSLError", "SSLError", "200"]
+    assert shim == stock
+
+
+def test_a_fresh_bundle_leaves_the_window_after_its_first_checks(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """Just written, the bundle is read at every new connection; once its timestamps are older
+    than the window, one comparison moves the moment and the next connections only stat it."""
+    server = make_server()
+    bundle = tmp_path / "bundle.pem"
+
+    def get() -> Any:
+        return outcome(lambda: requests.get(server.url, verify=str(bundle), headers=CLOSE))
+
+    def calls() -> tuple[list[Any], list[int]]:
+        requests_fastssl.clear()
+        bundle.write_bytes(Path(pki.bundle).read_bytes())
+        got, counts = [], []
+        with opens_of(bundle) as opens:
+            got.append(get())  # the build
+            for _ in range(2):
+                before = opens()
+                got.append(get())
+                counts.append(opens() - before)
+            aged(bundle)
+            for _ in range(3):
+                before = opens()
+                got.append(get())
+                counts.append(opens() - before)
+        return got, counts
+
+    (stock, stock_counts), (shim, counts) = stock_and_shim(calls)
+    assert stock == [("200", None)] * 6
+    assert shim == stock
+    assert stock_counts == [0] * 5  # (stock's reads are OpenSSL's: no audit event)
+    assert counts == [1, 1, 1, 0, 0]  # read inside the window, the moment moved, then a stat
+
+
+def test_verify_false_without_a_client_certificate_checks_no_file(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify=False, no client certificate: the store decides nothing, so the default file it
+    holds is neither stat'ed nor read, and its disappearing changes nothing, as in stock."""
+    server = make_server()
+    default = tmp_path / "default.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(default))
+    touched: list[str] = []
+    real_stat = os.stat
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path) == str(default):
+            touched.append(str(path))
+        return real_stat(path, *args, **kwargs)
+
+    def get() -> Any:
+        return outcome(lambda: requests.get(server.url, verify=False, headers=CLOSE))
+
+    def calls() -> list[Any]:
+        requests_fastssl.clear()
+        default.write_bytes(Path(pki.bundle).read_bytes())
+        got = [get()]
+        with monkeypatch.context() as m:
+            m.setattr(os, "stat", stat)
+            got += [get(), get()]
+        default.unlink()
+        return [*got, get()]
+
+    before = requests_fastssl.stats()
+    stock, shim = stock_and_shim(calls)
+    after = requests_fastssl.stats().since(before)
+    assert stock == [("200", None)] * 4
+    assert shim == stock
+    assert touched == []
+    assert after.connections == 4
+    assert after.contexts_built == 1
+
+
+def test_verify_false_with_a_client_certificate(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """With a client certificate, the store completes the chain sent: stock does that work
+    (default-store), and the server sees the same certificate, or the same error once the
+    certificate is gone."""
+    server = make_server(client_certs="optional")
+    cert = tmp_path / "client.crt"
+
+    def get() -> Any:
+        return outcome(
+            lambda: requests.get(
+                server.url, verify=False, cert=(str(cert), pki.client_a.key), headers=CLOSE
+            )
+        )
+
+    def calls() -> list[Any]:
+        cert.write_bytes(Path(pki.client_a.cert).read_bytes())
+        got = [get(), get()]
+        cert.unlink()
+        return [*got, get()]
+
+    before = requests_fastssl.stats()
+    stock, shim = stock_and_shim(calls)
+    after = requests_fastssl.stats().since(before)
+    assert stock[:2] == [("200", "client-a")] * 2
+    assert stock[2][0] == "OSError"  # (requests' own check of the file)
+    assert shim == stock
+    assert after.step_aside_reasons.get("default-store") == 2
+
+
+# --- rights: a chmod, and the process's own credentials (subprocesses, as another user) ------
+
+_RIGHTS = """
+import json, os, re, sys, time
+import trustme, requests, requests_fastssl
+from _requests_fastssl._files import RACY_WINDOW_NS
+from _requests_fastssl.cli.server import HTTPSServer, server_context
+mode, where, drop = sys.argv[1:4]
+if drop == "user" and os.geteuid() == 0:  # (root reads whatever the mode: become nobody;
+    os.setgroups([]); os.setgid(65534); os.setuid(65534)  # everything imported before)
+if mode == "stock":
+    requests_fastssl.uninstall()
+opens = [0]
+bundle = os.path.join(where, "ca.pem")
+def audit(event, args):
+    if event == "open" and args and args[0] == bundle:
+        opens[0] += 1
+sys.addaudithook(audit)
+ca = trustme.CA()
+ca.cert_pem.write_to_path(bundle)
+os.chmod(bundle, 0o600)
+server = HTTPSServer(server_context(ca)).start()
+
+def get():
+    try:
+        r = requests.get(server.url, verify=bundle, headers={"Connection": "close"})
+        return [str(r.status_code), None]
+    except Exception as exc:
+        return [type(exc).__name__, re.sub(r"port=\\d+", "port=P", str(exc))]
+
+out = [get()]
+st = os.stat(bundle)
+while time.time_ns() < max(st.st_mtime_ns, st.st_ctime_ns) + RACY_WINDOW_NS + 50_000_000:
+    time.sleep(0.05)
+out.append(get())
+before = opens[0]
+out.append(get())
+quiet = opens[0] - before
+if drop == "user":
+    os.chmod(bundle, 0)
+    out.append(get())
+    os.chmod(bundle, 0o600)
+else:
+    os.setegid(65534); os.seteuid(65534)
+    out.append(get())
+    os.seteuid(0); os.setegid(0)
+out.append(get())
+server.stop()
+print(json.dumps([out, quiet]))
+"""
+
+
+def _rights(drop: str) -> tuple[Any, Any]:
+    where = tempfile.mkdtemp(prefix="fastssl-rights-")
+    os.chmod(where, 0o777)
+    results = []
+    try:
+        for mode in ("stock", "shim"):
+            for name in os.listdir(where):
+                os.unlink(os.path.join(where, name))
+            proc = subprocess.run(
+                [sys.executable, "-c", textwrap.dedent(_RIGHTS), mode, where, drop],
+                capture_output=True, text=True, timeout=120, cwd=str(ROOT), env=clean_env(),
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    return results[0], results[1]
+
+
+@pytest.mark.subprocess
+def test_chmod_000_and_back_as_a_non_root_user() -> None:
+    """A bundle its owner can no longer read (chmod 000; root would read it anyway, so the
+    client runs as nobody when the suite runs as root): stock's load fails; so must the
+    shim's, after connections that proved it unchanged by a stat alone. Readable again: both
+    succeed."""
+    (stock, _), (shim, quiet) = _rights("user")
+    assert [o[0] for o in stock] == ["200", "200", "200", "SSLError", "200"]
+    assert "Permission denied" in stock[3][1]
+    assert shim == stock
+    assert quiet == 0
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="dropping to another uid and back needs root (CI runs as root)",
+)
+def test_a_drop_to_another_uid_and_back() -> None:
+    """The process's effective uid and gid changed after the build (a daemon dropping its
+    rights): the file's identity is the same, so the credentials are what shows it. Stock
+    cannot open the bundle (mode 600, root's); neither can the shim. Back to root: both can."""
+    (stock, _), (shim, quiet) = _rights("euid")
+    assert [o[0] for o in stock] == ["200", "200", "200", "SSLError", "200"]
+    assert "Permission denied" in stock[3][1]
+    assert shim == stock
+    assert quiet == 0
+
+
+# --- system calls per new connection, counted by strace --------------------------------------
+
+_COUNTED = """
+import os, sys, time
+import requests, requests_fastssl
+from _requests_fastssl._files import RACY_WINDOW_NS
+from _requests_fastssl.cli.server import HTTPSServer, server_context
+import trustme
+if sys.argv[1] == "stock":
+    requests_fastssl.uninstall()
+bundle, cert, key, default, marker = sys.argv[2:7]
+ca = trustme.CA()
+server = HTTPSServer(server_context(ca, client_ca=ca, client_mode=1)).start()
+client = ca.issue_cert("client")
+pem = ca.cert_pem.bytes()
+for path, data in ((bundle, pem), (default, pem), (cert, client.cert_chain_pems[0].bytes()),
+                   (key, client.private_key_pem.bytes())):
+    with open(path, "wb") as f:
+        f.write(data)
+secure = dict(verify=bundle, cert=(cert, key), headers={"Connection": "close"})
+insecure = dict(verify=False, headers={"Connection": "close"})
+for kwargs in (secure, insecure):
+    assert requests.get(server.url, **kwargs).status_code == 200  # (the build)
+latest = max(max(os.stat(p).st_mtime_ns, os.stat(p).st_ctime_ns) for p in (bundle, cert, key))
+while time.time_ns() < latest + RACY_WINDOW_NS + 50_000_000:
+    time.sleep(0.05)
+for kwargs in (secure, insecure):
+    assert requests.get(server.url, **kwargs).status_code == 200  # (the moment moves)
+for kwargs in (secure, insecure):
+    os.stat(marker)
+    for _ in range(5):
+        assert requests.get(server.url, **kwargs).status_code == 200
+os.stat(marker)
+server.stop()
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is installed by .ci/run")
+def test_one_stat_per_trust_file_per_new_connection(tmp_path: Path) -> None:
+    """Five new connections with a CA file and a client certificate and key, then five with
+    verify=False and a default file: the shim makes one stat per file per connection and no
+    open (stock opens each one per connection), and touches no file under verify=False."""
+    names = ("bundle", "cert", "key", "default", "marker")
+    paths = {name: str(tmp_path / f"{name}.pem") for name in names}
+    Path(paths["marker"]).touch()
+    counts = {}
+    for mode in ("stock", "shim"):
+        trace = tmp_path / f"{mode}.trace"
+        argv = ["strace", "-f", "-qq", "-o", str(trace)]
+        for path in paths.values():
+            argv += ["-P", path]
+        env = {**clean_env(), "SSL_CERT_FILE": paths["default"]}
+        script = textwrap.dedent(_COUNTED)
+        argv += [sys.executable, "-c", script, mode, *paths.values()]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        phases: list[dict[tuple[str, str], int]] = []
+        for line in trace.read_text().splitlines():
+            match = re.match(r"(?:\d+\s+)?(\w+)\((?:AT_FDCWD, )?\"([^\"]+)\"", line)
+            if match is None:
+                continue
+            call, path = match.groups()
+            name = next((n for n, p in paths.items() if p == path), "?")
+            if name == "marker":
+                phases.append({})
+            elif phases:
+                kind = "stat" if "stat" in call else call
+                phases[-1][name, kind] = phases[-1].get((name, kind), 0) + 1
+        counts[mode] = phases[:2]
+    (stock, stock_insecure), (shim, insecure) = counts["stock"], counts["shim"]
+    files = ("bundle", "cert", "key")
+    assert all(stock.get((n, "openat"), 0) >= 5 for n in files)  # stock loads each per connection
+    assert stock_insecure.get(("default", "openat")) == 5
+    # The shim: requests' own existence checks (stock's too), one stat of its own, no open.
+    assert {shim.get((n, "stat"), 0) - stock.get((n, "stat"), 0) for n in files} == {5}
+    assert set(shim) == {(n, "stat") for n in files}
+    assert insecure == {}
