@@ -71,9 +71,13 @@ def credentials() -> tuple[int, int]:
     return _geteuid(), _getegid()
 
 
-# The wall clock (the file system stamps files from it) as at import: a mock installed later is
-# never called; one in place then leaves no clock, and every file is read at every check.
-_clock: Any = time.time_ns if type(time.time_ns) is types.BuiltinFunctionType else lambda: None
+# The wall clock that stamps files, as the earlier of two readings: time_ns, and monotonic_ns
+# plus their distance at import. A library that moves time_ns ahead in place (time-machine)
+# leaves the second; a step of the wall clock back after import, the first. A mock in place
+# at import leaves no clock: every file is then read at every check.
+_real, _mono = time.time_ns, time.monotonic_ns
+_base = _real() - _mono() if type(_real) is type(_mono) is types.BuiltinFunctionType else None
+_clock: Any = (lambda: None) if _base is None else (lambda: min(_real(), _mono() + _base))
 
 
 def _racy(identity: tuple[int, ...], moment: int | None) -> bool:
@@ -119,11 +123,6 @@ class FileCheck:
         self.digest = hashlib.sha256(contents).digest()
         # (identity, credentials, moment) replaced whole: a thread reads one consistent triple
         self.seen = (identity, credentials(), moment)
-
-    def racy(self) -> bool:
-        """Whether the file was read within the racily-clean window of its timestamps."""
-        identity, _creds, moment = self.seen
-        return _racy(identity, moment)
 
     def unchanged(self, strict: bool = False) -> bool:
         """Whether the file still holds what was read: by one ``stat`` if identity and

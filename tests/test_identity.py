@@ -409,3 +409,91 @@ def test_one_stat_per_trust_file_per_new_connection(tmp_path: Path) -> None:
     assert {shim.get((n, "stat"), 0) - stock.get((n, "stat"), 0) for n in files} == {5}
     assert set(shim) == {(n, "stat") for n in files}
     assert insecure == {}
+
+
+# --- what the attack on this change found (a helper's review) --------------------------------
+
+
+def test_a_path_repointed_only_while_the_build_loads_it_is_not_kept(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """`ln -sfn` to another bundle and back exactly while OpenSSL loads the first one (timed by
+    the profiler, an attacker's best case): no stat of the file read sees it, since its inode
+    never changed. The build's store comparison does: nothing trusted from the other file is
+    kept, and the connections after trust what the path names, as stock's loads do."""
+    server = make_server(ca=pki.rogue_ca)  # only the rogue CA trusts this server
+    good, rogue, link = tmp_path / "good.pem", tmp_path / "rogue.pem", tmp_path / "bundle.pem"
+    good.write_bytes(Path(pki.bundle).read_bytes())
+    rogue.write_bytes(Path(pki.rogue_bundle).read_bytes())
+    aged(good, rogue)
+
+    def point(target: Path) -> None:
+        os.symlink(target, f"{link}.new")
+        os.replace(f"{link}.new", link)
+
+    def get() -> Any:
+        return outcome(lambda: requests.get(server.url, verify=str(link), headers=CLOSE))
+
+    def calls() -> list[Any]:
+        requests_fastssl.clear()
+        point(good)
+        flips: list[str] = []
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if getattr(arg, "__name__", "") != "load_verify_locations":
+                return
+            if event == "c_call" and not flips:
+                point(rogue)
+                flips.append("rogue")
+            elif event in ("c_return", "c_exception") and flips == ["rogue"]:
+                point(good)
+                flips.append("good")
+
+        sys.setprofile(profile)
+        try:
+            get()  # (its outcome depends on whose load met the swap: not compared)
+        finally:
+            sys.setprofile(None)
+        assert flips == ["rogue", "good"]
+        return [get(), get()]
+
+    stock, shim = stock_and_shim(calls)
+    assert [o[0] for o in stock] == ["SSLError", "SSLError"]
+    assert shim == stock
+
+
+def test_a_wall_clock_moved_ahead_in_place_keeps_the_window(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library that moves ``time.time_ns`` a day ahead in place, after import (time-machine
+    patches the builtin itself, so no captured reference escapes it): files the file system
+    stamped just now would look a day old and leave the racily-clean window at once. The
+    clock is the earlier of that and the monotonic clock at import's distance, so a write
+    through a shared mapping inside the window is still seen."""
+    import mmap
+
+    from _requests_fastssl import _files
+
+    real = _files._real
+    monkeypatch.setattr(_files, "_real", lambda: real() + 86_400 * 10**9)
+    server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
+    bundle = tmp_path / "bundle.pem"
+    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+    bundle.write_bytes(trusted)
+
+    def get(url: str) -> Any:
+        return outcome(lambda: requests.get(url, verify=str(bundle), headers=CLOSE))
+
+    def calls() -> list[Any]:
+        requests_fastssl.clear()
+        with open(bundle, "r+b") as f, mmap.mmap(f.fileno(), len(trusted)) as m:
+            m[:] = trusted
+            got = [get(server_a.url)]
+            m[:] = rogue  # (the same dirty pages: no timestamp moves)
+            got += [get(server_a.url), get(server_b.url)]
+            m[:] = trusted
+        return got
+
+    stock, shim = stock_and_shim(calls)
+    assert [o[0] for o in stock] == ["200", "SSLError", "200"]
+    assert shim == stock
