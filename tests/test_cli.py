@@ -708,11 +708,13 @@ def test_benchmarks_run_sh_leaves_the_committed_results_alone_when_it_fails(
     assert _committed_results() == before
 
 
-def _row(variant: str, scenario: str, runs: list[float], failed: int = 0) -> dict[str, Any]:
+def _row(
+    variant: str, scenario: str, runs: list[float], failed: int = 0, rss: float = 50.0
+) -> dict[str, Any]:
     mean = sum(runs) / len(runs)
     sd = (sum((r - mean) ** 2 for r in runs) / (len(runs) - 1)) ** 0.5 if len(runs) > 1 else 0.0
-    return {"variant": variant, "scenario": scenario, "runs": runs, "mean_s": mean,
-            "stdev_s": sd, "failed": failed}  # fmt: skip
+    return {"variant": variant, "scenario": scenario, "runs": [{"wall": r} for r in runs],
+            "mean_s": mean, "stdev_s": sd, "failed": failed, "rss_mean_mb": rss}  # fmt: skip
 
 
 def test_bench_summary_reads_at_a_glance() -> None:
@@ -724,8 +726,11 @@ def test_bench_summary_reads_at_a_glance() -> None:
     assert faster(1 / 1.2) == "1.20x slower"
     quiet = [
         _row("stock-verify", "10 thr", [1.0, 1.0, 1.0]),
-        _row("shim-verify", "10 thr", [0.2, 0.2, 0.2]),
+        _row("shim-verify", "10 thr", [0.2, 0.2, 0.2], rss=55.0),
         _row("floor-verify", "10 thr", [0.2, 0.2, 0.2]),
+        _row("stock-verify", "30 thr", [3.0, 3.0, 3.0]),
+        _row("shim-verify", "30 thr", [0.624, 0.624, 0.624]),
+        _row("floor-verify", "30 thr", [0.6, 0.6, 0.6]),
         _row("stock-verify", "1 thr", [0.10, 0.10, 0.10]),
         _row("shim-verify", "1 thr", [0.12, 0.12, 0.12]),
         _row("floor-verify", "1 thr", [0.10, 0.10, 0.10]),
@@ -733,12 +738,27 @@ def test_bench_summary_reads_at_a_glance() -> None:
     rows = verdicts(quiet)
     assert [r["line"].split(";")[0] for r in rows] == [
         "10 thr, verify: shim 5.00x faster (± 0.00) than stock",
+        "30 thr, verify: shim 4.81x faster (± 0.00) than stock",
         "1 thr, verify: shim 1.20x slower (± 0.00) than stock",
     ]
-    assert overall(rows) == (
-        "verdict: shim 1.2x slower to 5.0x faster than stock; +10% against the floor "
-        "(median of 2 comparisons, +0% to +20%)"
+    assert (
+        "+0.0% ± 0.0% against the floor (median of 3 per-repetition ratios), peak memory +10%"
+        in (rows[0]["line"])
     )
+    assert rows[2]["line"].endswith("(one request per process: the cold start)")
+    # The cold start is not a floor figure: the verdict's floor median leaves it out.
+    assert overall(rows) == (
+        "verdict: shim 1.2x slower to 5.0x faster than stock; +2% against the floor "
+        "(median of 2 comparisons, +0% to +4%)"
+    )
+    # Per repetition: one slow repetition of the floor moves the median of ratios, not by
+    # its weight in a mean.
+    skewed = verdicts([
+        _row("stock-verify", "10 thr", [1.0, 1.0, 1.0]),
+        _row("shim-verify", "10 thr", [0.21, 0.22, 0.21]),
+        _row("floor-verify", "10 thr", [0.2, 0.2, 0.6]),
+    ])  # fmt: skip
+    assert f"{skewed[0]['off']:+.1f}" == "+5.0"
     both = [{"speed": 4.2, "off": 3.0}, {"speed": 5.12, "off": -2.0}]
     assert overall(both).startswith("verdict: shim 4.2-5.1x faster than stock; ")
     slow = [{"speed": 1 / 1.26, "off": 3.0}, {"speed": 1 / 1.04, "off": 1.0}]

@@ -174,6 +174,8 @@ def _requests(args: dict[str, Any]) -> tuple[float, int, list[str]]:
     url, n, calls = args["url"], args["n"], args["calls"]
     prepare: Callable[[], None] = lambda: None  # noqa: E731
     if kind == "floor":
+        import wrapt  # noqa: F401 (the product needs it: the floor's memory holds it too)
+
         adapter_class, prepare = _floor_adapter(verifying, bundle)
 
         def call() -> int:
