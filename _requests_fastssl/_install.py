@@ -210,12 +210,15 @@ def _activate() -> None:
     import urllib3.util.ssl_
     import wrapt
 
+    from ._genuine import _compiled as compiled
     from ._policy import Settings
     from ._registry import REGISTRY  # (imports ssl)
 
     if STATE.max_contexts is not None:
         REGISTRY.resize(STATE.max_contexts)
     STATE.settings = Settings(urllib3.connection, urllib3.util.ssl_)
+    for module in (urllib3.util.ssl_, urllib3.connection):  # (read now: not in a first request)
+        compiled(module.__name__)
     owner, name, wrapper = _compat.hook()
     if not any(o is owner and n == name for o, n, _ in STATE.handles):
         # (else left inactive by uninstall() under another layer: reused)

@@ -117,9 +117,8 @@ class Registry:
             self._failed.pop(key, None)
         flight = self._flights.get(key)
         if flight is not None and not flight.stale():
-            # A thread arriving during a build checks the files against what the build read
-            # (a stat each, no read: 300 threads reading held 300 copies of the bundle), and
-            # waits only if they are unchanged: else stock at once, without waiting.
+            # Against what the build read, a stat each (300 threads reading held 300 copies of
+            # the bundle); waits only if they are unchanged, else stock at once.
             if all(check.unchanged() for check in flight.checks):
                 return self._wait(key, flight)
             return Reason.FILE_CHANGED
@@ -210,8 +209,7 @@ class Registry:
             self.count("build_failures")
             self._remember_failure(key, checks)
             return Reason.BUILD_FAILED
-        # The identity the build read, not only the contents: a write and a write back while
-        # OpenSSL loaded the file leave the contents alone, and the context with either.
+        # The identity read before the load: a write and a write back during it is a change.
         if not all(check.unchanged(strict=True) for check in checks):
             self.count("build_failures")
             return Reason.FILE_CHANGED

@@ -161,7 +161,8 @@ def verdicts(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         speed, speed_se = _ratio(stock, shim)
         _slow, slow_se = _ratio(shim, floor)
-        memory = (shim["rss_mean_mb"] / floor["rss_mean_mb"] - 1) * 100
+        rss = [x.get("rss_mean_mb") or float("nan") for x in (shim, floor)]  # (older results)
+        memory = (rss[0] / rss[1] - 1) * 100
         row: dict[str, Any] = {"speed": speed, "off": _per_repetition(shim, floor)}
         row.update(memory=memory, cold=s["scenario"] == "1 thr")
         if min(len(shim["runs"]), len(stock["runs"]), len(floor["runs"])) < 2:
