@@ -215,6 +215,15 @@ def aged(*paths: str | Path) -> None:
             time.sleep(left / 1e9)
 
 
+def two_bundles(pki: PKI, where: Path) -> tuple[Path, bytes, bytes]:
+    """``where``/bundle.pem holding the trusted CA, its bytes, and the rogue CA's bytes padded
+    to the same size (for rewrites in place that leave the size alone)."""
+    bundle = where / "bundle.pem"
+    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
+    bundle.write_bytes(trusted)
+    return bundle, trusted, rogue
+
+
 def same_size(a: bytes, b: bytes) -> tuple[bytes, bytes]:
     """Two PEM files padded to one size (OpenSSL ignores text outside the PEM blocks)."""
     size = max(len(a), len(b))

@@ -40,6 +40,7 @@ from support import (
     same_size,
     session_with,
     stock_and_shim,
+    two_bundles,
 )
 
 import requests_fastssl
@@ -809,9 +810,7 @@ def test_activation_adds_no_warning_to_a_strict_pytest_session(
 def test_contents_are_compared_whatever_the_timestamps(tmp_path: Path, pki: PKI) -> None:
     """A same-size rewrite that leaves the identity equal (a coarse clock, a write through a
     shared mapping) is seen in the contents; the same contents written back are unchanged."""
-    bundle = tmp_path / "bundle.pem"
-    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
-    bundle.write_bytes(trusted)
+    bundle, trusted, rogue = two_bundles(pki, tmp_path)
     checks = _files.read_checks((str(bundle),))
     assert checks is not None
     (check,) = checks
@@ -837,9 +836,7 @@ def test_a_bundle_rewritten_through_a_shared_mapping_is_seen(
     import mmap
 
     server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
-    bundle = tmp_path / "bundle.pem"
-    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
-    bundle.write_bytes(trusted)
+    bundle, trusted, rogue = two_bundles(pki, tmp_path)
 
     def get(url: str) -> Any:
         return outcome(lambda: requests.get(url, verify=str(bundle)))
@@ -874,9 +871,7 @@ def test_contents_seen_only_during_a_load_are_not_kept(
     import mmap
 
     server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
-    bundle = tmp_path / "bundle.pem"
-    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
-    bundle.write_bytes(trusted)
+    bundle, trusted, rogue = two_bundles(pki, tmp_path)
 
     def get(url: str) -> Any:
         return outcome(lambda: requests.get(url, verify=str(bundle), headers=CLOSE))

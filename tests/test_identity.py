@@ -20,7 +20,17 @@ from typing import Any
 
 import pytest
 import requests
-from support import PKI, ROOT, ServerFactory, aged, clean_env, outcome, same_size, stock_and_shim
+from support import (
+    PKI,
+    ROOT,
+    ServerFactory,
+    aged,
+    clean_env,
+    outcome,
+    same_size,
+    stock_and_shim,
+    two_bundles,
+)
 
 import requests_fastssl
 
@@ -92,18 +102,30 @@ def test_a_same_size_rewrite_with_mtime_restored_is_seen(
     assert quiet == 0  # outside the window: a stat, no open
 
 
+@pytest.mark.parametrize("clock", ["as-is", "moved-ahead"])
 def test_a_write_through_a_shared_mapping_is_seen_inside_the_window(
-    make_server: ServerFactory, pki: PKI, tmp_path: Path
+    clock: str,
+    make_server: ServerFactory,
+    pki: PKI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Writes through a shared mapping to pages already dirty move no timestamp: the identity
     is unchanged while the contents are not. Inside the racily-clean window the contents are
-    compared, so the rewrite is seen (outside it, a documented limit)."""
+    compared, so the rewrite is seen (outside it, a documented limit). moved-ahead: a library
+    that moves ``time.time_ns`` a day ahead in place after import (time-machine patches the
+    builtin itself, so no captured reference escapes it) would make files stamped just now
+    look a day old; the clock is the earlier of that and the monotonic clock at import's
+    distance, so the window holds."""
     import mmap
 
+    from _requests_fastssl import _files
+
+    if clock == "moved-ahead":
+        real = _files._real
+        monkeypatch.setattr(_files, "_real", lambda: real() + 86_400 * 10**9)
     server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
-    bundle = tmp_path / "bundle.pem"
-    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
-    bundle.write_bytes(trusted)
+    bundle, trusted, rogue = two_bundles(pki, tmp_path)
 
     def get(url: str) -> Any:
         return outcome(lambda: requests.get(url, verify=str(bundle), headers=CLOSE))
@@ -459,41 +481,4 @@ def test_a_path_repointed_only_while_the_build_loads_it_is_not_kept(
 
     stock, shim = stock_and_shim(calls)
     assert [o[0] for o in stock] == ["SSLError", "SSLError"]
-    assert shim == stock
-
-
-def test_a_wall_clock_moved_ahead_in_place_keeps_the_window(
-    make_server: ServerFactory, pki: PKI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A library that moves ``time.time_ns`` a day ahead in place, after import (time-machine
-    patches the builtin itself, so no captured reference escapes it): files the file system
-    stamped just now would look a day old and leave the racily-clean window at once. The
-    clock is the earlier of that and the monotonic clock at import's distance, so a write
-    through a shared mapping inside the window is still seen."""
-    import mmap
-
-    from _requests_fastssl import _files
-
-    real = _files._real
-    monkeypatch.setattr(_files, "_real", lambda: real() + 86_400 * 10**9)
-    server_a, server_b = make_server(), make_server(ca=pki.rogue_ca)
-    bundle = tmp_path / "bundle.pem"
-    trusted, rogue = same_size(Path(pki.bundle).read_bytes(), Path(pki.rogue_bundle).read_bytes())
-    bundle.write_bytes(trusted)
-
-    def get(url: str) -> Any:
-        return outcome(lambda: requests.get(url, verify=str(bundle), headers=CLOSE))
-
-    def calls() -> list[Any]:
-        requests_fastssl.clear()
-        with open(bundle, "r+b") as f, mmap.mmap(f.fileno(), len(trusted)) as m:
-            m[:] = trusted
-            got = [get(server_a.url)]
-            m[:] = rogue  # (the same dirty pages: no timestamp moves)
-            got += [get(server_a.url), get(server_b.url)]
-            m[:] = trusted
-        return got
-
-    stock, shim = stock_and_shim(calls)
-    assert [o[0] for o in stock] == ["200", "SSLError", "200"]
     assert shim == stock
