@@ -261,20 +261,24 @@ import trustme, requests, requests_fastssl
 from _requests_fastssl._files import RACY_WINDOW_NS
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 mode, where, drop = sys.argv[1:4]
-if drop == "user" and os.geteuid() == 0:  # (root reads whatever the mode: become nobody;
-    os.setgroups([]); os.setgid(65534); os.setuid(65534)  # everything imported before)
 if mode == "stock":
     requests_fastssl.uninstall()
 opens = [0]
 bundle = os.path.join(where, "ca.pem")
-def audit(event, args):
-    if event == "open" and args and args[0] == bundle:
-        opens[0] += 1
-sys.addaudithook(audit)
 ca = trustme.CA()
 ca.cert_pem.write_to_path(bundle)
 os.chmod(bundle, 0o600)
 server = HTTPSServer(server_context(ca)).start()
+# Once as the process starts, so that nothing is imported later: the interpreter and the
+# packages may live where another user cannot read (a 0700 temporary directory).
+requests.get(server.url, verify=bundle, headers={"Connection": "close"})
+if drop == "user" and os.geteuid() == 0:  # (root reads whatever the mode: become nobody)
+    os.chown(bundle, 65534, 65534)
+    os.setgroups([]); os.setgid(65534); os.setuid(65534)
+def audit(event, args):
+    if event == "open" and args and args[0] == bundle:
+        opens[0] += 1
+sys.addaudithook(audit)
 
 def get():
     try:
