@@ -1018,7 +1018,10 @@ def test_no_descriptor_left_for_the_bundle_is_a_documented_limit(
         results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r[0] for r in results["stock"]] == ["200", "SSLError", "200"]
     assert "Too many open files" in results["stock"][1][1]
-    assert [r[0] for r in results["shim"]] == ["200", "200", "200"]
+    if URLLIB3_1:  # (left stock: it loads at every connection)
+        assert results["shim"] == results["stock"]
+    else:
+        assert [r[0] for r in results["shim"]] == ["200", "200", "200"]
 
 
 @pytest.mark.urllib3_2
