@@ -751,6 +751,9 @@ def test_bench_summary_reads_at_a_glance() -> None:
         "verdict: shim 1.2x slower to 5.0x faster than stock; +2% against the floor "
         "(median of 2 comparisons, +0% to +4%)"
     )
+    # Only cold rows (`--concurrency 1 --sequential 0`): their floor figures, as a range.
+    colds = [{"speed": 0.9, "off": 7.0, "cold": True}, {"speed": 1.0, "off": 5.0, "cold": True}]
+    assert overall(colds).endswith("(median of 2 comparisons, +5% to +7%)")
     # Per repetition: one slow repetition of the floor moves the median of ratios, not by
     # its weight in a mean.
     skewed = verdicts([

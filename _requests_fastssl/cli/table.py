@@ -91,9 +91,9 @@ def overall(rows: list[dict[str, Any]]) -> str:
         return "verdict: no comparison (requests failed, or a variant did not run)"
     speeds = sorted(row["speed"] for row in rated)
     # (one request per process is the cold start, reported on its own line, not a floor figure)
-    offs = sorted(row["off"] for row in rated if not row.get("cold")) or [
+    offs = sorted(row["off"] for row in rated if not row.get("cold")) or sorted(
         row["off"] for row in rated
-    ]
+    )
     low, high = speeds[0], speeds[-1]
     # (one decimal: the verdict is the glance; the summary lines below carry two)
     if low < 1 <= high:
