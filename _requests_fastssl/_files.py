@@ -129,13 +129,15 @@ class FileCheck:
         credentials are as last found, outside the racily-clean window, else by its contents
         (False if that cannot be told). ``strict``: also the identity the build read."""
         try:
-            moment = _clock()  # (before the stat: a write after it has later timestamps)
             identity = _identity(self.path)
             if identity is None or (strict and identity != self.identity):
                 return False
             known, creds, then = self.seen
             if identity == known and credentials() == creds and not _racy(identity, then):
                 return True
+            # (before the read: a later write has later timestamps; one between the stat and
+            # the read is read, and its ctime differs from the identity kept)
+            moment = _clock()
             if _digest(self.path, identity[2]) != self.digest:
                 return False
             self.seen = (identity, credentials(), moment)

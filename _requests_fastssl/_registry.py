@@ -142,6 +142,8 @@ class Registry:
             del token  # whoever waits wakes (and does if this line is never reached)
             if self._flights.get(key) is me:
                 self._flights.pop(key, None)
+            for check in checks:  # (the digest stays: no copy of a file outlives its build)
+                check.contents = b""
 
     def _published(self, key: Hashable) -> Any:
         entry = self._entries.get(key)
@@ -183,13 +185,6 @@ class Registry:
     def _build(self, key: Hashable, checks: tuple[FileCheck, ...], build: Build) -> Any:
         started = _perf_counter()
         try:
-            return self._built(key, checks, build, started)
-        finally:
-            for check in checks:  # (the digest stays: no copy of a file outlives its build)
-                check.contents = b""
-
-    def _built(self, key: Hashable, checks: tuple[FileCheck, ...], build: Build, t: float) -> Any:
-        try:
             ctx = build(checks)
         except FileChanged:
             self.count("build_failures")
@@ -215,7 +210,7 @@ class Registry:
             return Reason.FILE_CHANGED
         self.count("contexts_built")
         self.count("ca_loads")
-        self._build_seconds += _perf_counter() - t
+        self._build_seconds += _perf_counter() - started
         self._entries[key] = (ctx, checks)
         self._recent(key)
         self._evict()
