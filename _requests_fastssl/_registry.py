@@ -57,8 +57,8 @@ class Flight:
 
     __slots__ = ("alive", "bound", "checks", "expired", "fork", "lock", "owner", "result")
 
-    def __init__(self, token: Token, bound: float, result: Any = None, checks: Any = ()) -> None:
-        self.checks = checks  # (what the worker read: a waiter checks its files against them)
+    def __init__(self, token: Token, bound: float, result: Any = None) -> None:
+        self.checks: Any = None  # (what the worker read: a waiter checks its files against them)
         self.lock = _thread.allocate_lock()
         self.lock.acquire()
         self.alive = weakref.ref(token, self.lock.__exit__)  # type: ignore[arg-type]
@@ -117,43 +117,39 @@ class Registry:
             self._failed.pop(key, None)
         flight = self._flights.get(key)
         if flight is not None and not flight.stale():
-            # Against what the build read, a stat each (300 threads reading held 300 copies of
-            # the bundle); waits only if they are unchanged, else stock at once.
-            if all(check.unchanged() for check in flight.checks):
-                return self._wait(key, flight)
-            return Reason.FILE_CHANGED
-        checks = read_checks(paths)
-        if checks is None:
-            return Reason.NOT_A_FILE
-        token = Token()
-        me = Flight(token, WAIT_SECONDS, Reason.BUILD_FAILED, checks)
+            return self._join(key, flight)
+        token, checks = Token(), None
+        me = Flight(token, WAIT_SECONDS, Reason.BUILD_FAILED)
         try:
+            # Claimed before the files are read: threads arriving meanwhile wait for this read
+            # (under 300 threads, up to 20 read the bundle each and held a copy while waiting).
             flight = self._flights.setdefault(key, me)
             if flight is not me and flight.stale():
                 flight = self._flights[key] = me
             if flight is not me:
-                return self._wait(key, flight)
+                return self._join(key, flight)
             found = self._published(key)  # (published by a build that ended meanwhile)
             if found is not None:
+                me.result = found  # (its waiters' result too)
                 return found
-            me.result = self._build(key, checks, build)
+            checks = me.checks = read_checks(paths)
+            me.result = Reason.NOT_A_FILE if checks is None else self._build(key, checks, build)
             return me.result
         finally:
             del token  # whoever waits wakes (and does if this line is never reached)
             if self._flights.get(key) is me:
                 self._flights.pop(key, None)
-            for check in checks:  # (the digest stays: no copy of a file outlives its build)
+            for check in checks or ():  # (the digest stays: no copy outlives its build)
                 check.contents = b""
 
     def _published(self, key: Hashable) -> Any:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        ctx, checks = entry
-        if all(check.unchanged() for check in checks):
+        if all(check.unchanged() for check in entry[1]):
             self._recent(key)
             self.count("reuses")
-            return ctx
+            return entry[0]
         if self._entries.get(key) is entry:
             self._entries.pop(key, None)
             self.count("discards")
@@ -171,27 +167,32 @@ class Registry:
                 return
             self.count("evictions")
 
-    def _wait(self, key: Hashable, flight: Flight) -> Any:
+    def _join(self, key: Hashable, flight: Flight) -> Any:
+        """Another thread's build: the files are checked against what it read (a stat each, no
+        copy), before waiting (changed: stock at once) or, if not read yet, after."""
+        checks = flight.checks
+        if checks is not None and not all(check.unchanged() for check in checks):
+            return Reason.FILE_CHANGED
         if flight.mine():
             return Reason.REENTRANT  # our own stack is the builder: waiting would never end
         if not flight.wait():
             return Reason.WAIT_TIMEOUT
+        if isinstance(flight.result, Reason):
+            return flight.result
+        if checks is None:  # (as checked by any thread finding a published context)
+            return self._published(key) or Reason.FILE_CHANGED
         # Not checked again: this thread found the files as the build read them before it
         # waited, and the build found them so when it ended, after that.
-        if not isinstance(flight.result, Reason):
-            self.count("reuses")
+        self.count("reuses")
         return flight.result
 
     def _build(self, key: Hashable, checks: tuple[FileCheck, ...], build: Build) -> Any:
         started = _perf_counter()
         try:
             ctx = build(checks)
-        except FileChanged:
+        except (FileChanged, Aside) as aside:
             self.count("build_failures")
-            return Reason.FILE_CHANGED
-        except Aside as aside:
-            self.count("build_failures")
-            return aside.reason
+            return getattr(aside, "reason", Reason.FILE_CHANGED)
         except StockError:  # (raised by this connection, as stock; waiters go to stock)
             self.count("build_failures")
             self._remember_failure(key, checks)

@@ -260,7 +260,7 @@ def test_an_exception_at_every_point_of_the_bookkeeping(
     server = make_server()
     codes = {
         f.__code__
-        for f in (_registry.Registry.get, _registry.Registry._wait, _registry.Registry._build,
+        for f in (_registry.Registry.get, _registry.Registry._join, _registry.Registry._build,
                   _registry.Registry._published, _registry.Flight.__init__, _registry.Flight.wait,
                   _files.FileCheck.unchanged)
     }  # fmt: skip
