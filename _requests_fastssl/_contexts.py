@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._errors import FrozenContextError
-from ._files import FileChanged, FileCheck, propagate
+from ._files import FileCheck, propagate
 from ._genuine import GENUINE_CONTEXT
 from ._policy import Aside, Reason, StockError
 
-__all__ = ["FrozenContext", "build"]
+__all__ = ["FrozenContext", "build", "same_store"]
 
 
 def _refuse(name: str) -> Any:
@@ -84,14 +84,13 @@ FrozenContext: type[ssl.SSLContext] = type("FrozenContext", (GENUINE_CONTEXT,), 
 _ALPN: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
-def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
-    """Whether the CA load put in ``ctx`` what the check read. Its path may have named another
-    file only while OpenSSL read it (a symlink swapped and back, a directory renamed), which
-    no later stat of the file read can see; or the file held other contents then (a write
-    through a shared mapping, and back)."""
+def same_store(contents: bytes, ctx: ssl.SSLContext) -> bool:
+    """Whether the CA load put in ``ctx`` the certificates a build read. The path may have named
+    another file only while OpenSSL read it (a symlink swapped and back), which no stat of the
+    file read sees; or the file held other contents then (a mapped write, and back)."""
     ders = set()
     try:  # (split, not a regular expression: ten times faster on certifi's bundle)
-        for piece in check.contents.split(b"-----BEGIN CERTIFICATE-----")[1:]:
+        for piece in contents.split(b"-----BEGIN CERTIFICATE-----")[1:]:
             body, end, _ = piece.partition(b"-----END CERTIFICATE-----")
             if end:
                 ders.add(binascii.a2b_base64(body))
@@ -107,8 +106,7 @@ def _same_store(ctx: ssl.SSLContext, check: FileCheck) -> bool:
 
 def _other_blocks(check: FileCheck) -> bool:
     """A CA file with blocks other than certificates (CRLs, TRUSTED CERTIFICATE) could not be
-    compared with its store: its build fails lastingly, remembered while the file is
-    unchanged, whether or not it is racily clean now (one rule, whatever the timing)."""
+    compared with its store: its build fails, remembered while the file is unchanged."""
     contents = check.contents
     return contents.count(b"-----BEGIN ") != contents.count(b"-----BEGIN CERTIFICATE-----")
 
@@ -167,8 +165,6 @@ def build(
         _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)
         if ca_check is not None and _other_blocks(ca_check):
             raise ssl.SSLError(f"{ca_certs}: blocks other than certificates; left to stock")
-        if ca_check is not None and not _same_store(ctx, ca_check):
-            raise FileChanged(f"{ca_certs} held other contents while it was loaded")
     key_file, cert_file, password = inputs["key_file"], inputs["cert_file"], inputs["key_password"]
     if key_file and password is None and _stock(ssl_._is_key_file_encrypted, key_file):
         raise StockError(ssl_.SSLError("Client private key is encrypted, password is required"))

@@ -21,7 +21,7 @@ from itertools import pairwise
 from types import FrameType
 from typing import Any
 
-__all__ = ["RACY_WINDOW_NS", "FileChanged", "FileCheck", "credentials", "propagate", "read_checks"]
+__all__ = ["RACY_WINDOW_NS", "FileCheck", "credentials", "propagate", "read_checks"]
 
 _MOST = 1 << 20
 # A file whose mtime or ctime is this close to the moment its contents were last compared is
@@ -106,10 +106,6 @@ def _digest(path: str, size: int) -> bytes:
     for piece in _pieces(path, size):
         digest.update(piece)
     return digest.digest()
-
-
-class FileChanged(OSError):
-    """A file held other contents while a build read it: not a lasting failure."""
 
 
 class FileCheck:

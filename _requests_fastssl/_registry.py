@@ -15,15 +15,15 @@ import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, NamedTuple
 
-from ._files import FileChanged, FileCheck, propagate, read_checks
+from ._files import FileCheck, propagate, read_checks
 from ._observe import first_step_aside
 from ._policy import Aside, Reason, StockError
 from ._state import FORKS
 from ._status import Stats
 
-__all__ = ["REGISTRY", "WAIT_SECONDS", "Flight", "Registry", "Token"]
+__all__ = ["REGISTRY", "WAIT_SECONDS", "Flight", "Registry", "Token", "Unproven"]
 
 DEFAULT_MAX_CONTEXTS = 64
 WAIT_SECONDS = 5.0
@@ -37,6 +37,13 @@ Build = Callable[[tuple[FileCheck, ...]], Any]
 _COUNTERS = tuple(
     name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")
 )
+
+
+class Unproven(NamedTuple):
+    """A context only its build's connection uses until ``proof(ctx)`` holds, at its first share."""
+
+    ctx: Any
+    proof: Callable[[Any], bool]
 
 
 # A build under way that others may wait for: bounded, released however its frame ends.
@@ -55,10 +62,9 @@ class Flight:
     the bound is counted in the lock's own timed waits, so a test's mock of ``time`` or
     freezegun, active now or when this was imported, can neither stop it nor see a call."""
 
-    __slots__ = ("alive", "bound", "checks", "expired", "fork", "lock", "owner", "result")
+    __slots__ = ("alive", "bound", "expired", "fork", "lock", "owner", "result")
 
     def __init__(self, token: Token, bound: float, result: Any = None) -> None:
-        self.checks: Any = None  # (what the worker read: a waiter checks its files against them)
         self.lock = _thread.allocate_lock()
         self.lock.acquire()
         self.alive = weakref.ref(token, self.lock.__exit__)  # type: ignore[arg-type]
@@ -94,6 +100,7 @@ class Registry:
         self._flights: dict[Hashable, Flight] = {}
         # Failed builds' files: while unchanged, the build would fail again (straight to stock).
         self._failed: OrderedDict[Hashable, tuple[FileCheck, ...]] = OrderedDict()
+        self._proofs: Any = weakref.WeakKeyDictionary()  # context -> its Unproven proof
         self._busy: dict[int, int] = {}  # id(context) -> handshakes under way with it
         self._max = max_contexts
         self._counts: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
@@ -121,8 +128,8 @@ class Registry:
         token, checks = Token(), None
         me = Flight(token, WAIT_SECONDS, Reason.BUILD_FAILED)
         try:
-            # Claimed before the files are read: threads arriving meanwhile wait for this read
-            # (under 300 threads, up to 20 read the bundle each and held a copy while waiting).
+            # Claimed before the files are read: threads arriving meanwhile wait (under 300
+            # threads, up to 20 read the bundle each and held a copy while they waited).
             flight = self._flights.setdefault(key, me)
             if flight is not me and flight.stale():
                 flight = self._flights[key] = me
@@ -132,7 +139,7 @@ class Registry:
             if found is not None:
                 me.result = found  # (its waiters' result too)
                 return found
-            checks = me.checks = read_checks(paths)
+            checks = read_checks(paths)
             me.result = Reason.NOT_A_FILE if checks is None else self._build(key, checks, build)
             return me.result
         finally:
@@ -146,10 +153,18 @@ class Registry:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        if all(check.unchanged() for check in entry[1]):
+        ctx, checks = entry
+        proof = self._proofs.get(ctx) if self._proofs else None  # (Unproven: till it holds)
+        try:
+            fit = all(check.unchanged() for check in checks) and (proof is None or proof(ctx))
+        except BaseException as exc:
+            fit = propagate(exc)
+        if fit:
+            if proof is not None:
+                self._proofs.pop(ctx, None)
             self._recent(key)
             self.count("reuses")
-            return entry[0]
+            return ctx
         if self._entries.get(key) is entry:
             self._entries.pop(key, None)
             self.count("discards")
@@ -168,31 +183,22 @@ class Registry:
             self.count("evictions")
 
     def _join(self, key: Hashable, flight: Flight) -> Any:
-        """Another thread's build: the files are checked against what it read (a stat each, no
-        copy), before waiting (changed: stock at once) or, if not read yet, after."""
-        checks = flight.checks
-        if checks is not None and not all(check.unchanged() for check in checks):
-            return Reason.FILE_CHANGED
+        """Another thread's build, waited for; then checked as any published context is."""
         if flight.mine():
             return Reason.REENTRANT  # our own stack is the builder: waiting would never end
         if not flight.wait():
             return Reason.WAIT_TIMEOUT
         if isinstance(flight.result, Reason):
             return flight.result
-        if checks is None:  # (as checked by any thread finding a published context)
-            return self._published(key) or Reason.FILE_CHANGED
-        # Not checked again: this thread found the files as the build read them before it
-        # waited, and the build found them so when it ended, after that.
-        self.count("reuses")
-        return flight.result
+        return self._published(key) or Reason.FILE_CHANGED
 
     def _build(self, key: Hashable, checks: tuple[FileCheck, ...], build: Build) -> Any:
         started = _perf_counter()
         try:
             ctx = build(checks)
-        except (FileChanged, Aside) as aside:
+        except Aside as aside:
             self.count("build_failures")
-            return getattr(aside, "reason", Reason.FILE_CHANGED)
+            return aside.reason
         except StockError:  # (raised by this connection, as stock; waiters go to stock)
             self.count("build_failures")
             self._remember_failure(key, checks)
@@ -212,6 +218,9 @@ class Registry:
         self.count("contexts_built")
         self.count("ca_loads")
         self._build_seconds += _perf_counter() - started
+        if isinstance(ctx, Unproven):
+            self._proofs[ctx.ctx] = ctx.proof  # (before it is published)
+            ctx = ctx.ctx
         self._entries[key] = (ctx, checks)
         self._recent(key)
         self._evict()

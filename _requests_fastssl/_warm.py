@@ -26,8 +26,7 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
     """
     import importlib
 
-    # Not `requests.adapters.X`: inside the program's `import requests` (the env switch) the
-    # package does not have the attribute yet, while the module is complete.
+    # (not requests.adapters.X: in the program's `import requests` the package lacks it yet)
     adapters = importlib.import_module("requests.adapters")
     from requests.models import PreparedRequest
 
@@ -63,7 +62,7 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         if isinstance(ctx, Reason):
             REGISTRY.step_aside(ctx)  # counted (and logged once) as the request's would be
             return False
-        return True
+        return shared_context(inputs) is ctx  # (its first share: the store is compared now)
     finally:
         adapter.close()
 

@@ -166,24 +166,29 @@ def test_a_flight_that_finds_its_context_published_gives_it_to_its_waiters(
     assert registry.stats().contexts_built == 1
 
 
-def test_a_thread_that_finds_the_files_changed_does_not_wait(
+def test_a_thread_that_waited_for_a_build_checks_the_files_when_it_ends(
     held: HeldBuild, tmp_path: Path
 ) -> None:
-    """A thread arriving during a build checks the files against what the build read (one stat
-    each, no read): one that finds them changed or gone goes to stock at once, instead of
-    waiting for a build it could not use."""
+    """A thread arriving during a build waits for it (it holds no copy of the files), then
+    checks them as any thread finding a published context does (one stat each): one that
+    finds them changed or gone goes to stock; nothing built from the old file is kept."""
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes(b"x" * 1000)
     registry, paths = Registry(), (str(bundle),)
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(2) as pool:
         first = pool.submit(registry.get, "k", paths, held)
         assert held.started.wait(30)
+        second = pool.submit(registry.get, "k", paths, lambda c: pytest.fail("built"))
+        deadline = time.monotonic() + 30
+        while not held.waiting:
+            assert time.monotonic() < deadline  # (polling for a state: it waits)
+            time.sleep(0.001)
         bundle.unlink()
-        assert registry.get("k", paths, lambda c: pytest.fail("built")) is Reason.FILE_CHANGED
-        assert first.running()  # answered while it builds
-        assert held.waiting == []
         held.release.set()
-        first.result()
+        assert first.result() is Reason.FILE_CHANGED  # (its strict check after the load)
+        assert second.result() is Reason.FILE_CHANGED
+    assert held.reads == ["ThreadPoolExecutor-0_0"] or len(held.reads) == 1
+    assert registry.stats().entries == 0
 
 
 @pytest.mark.urllib3_2
