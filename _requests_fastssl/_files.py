@@ -53,10 +53,10 @@ def propagate(exc: BaseException) -> bool:
     return False
 
 
-def _identity(path: str) -> tuple[int, ...] | None:
+def _identity(path: str | int) -> tuple[int, ...] | None:
     """What one ``stat`` says of a regular file (ctime: no call sets it back, and chmod, chown
     and ACL changes move it; mode and owners: the rights stock's open meets), else None."""
-    st = os.stat(path)
+    st = os.stat(path)  # (a descriptor: fstat)
     if not stat.S_ISREG(st.st_mode):
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
@@ -86,24 +86,28 @@ def _racy(identity: tuple[int, ...], moment: int | None) -> bool:
     return moment is None or max(identity[3], identity[4]) >= moment - RACY_WINDOW_NS
 
 
-def _pieces(path: str, size: int) -> Iterator[bytes]:
+def _pieces(path: str, identity: tuple[int, ...]) -> Iterator[bytes]:
     """The contents in pieces of at most ``_MOST``, each asked for at the size expected plus
     one byte (no larger buffer allocated and shrunk: only OpenSSL's system calls). One call
-    for any ordinary bundle: each releases the GIL, costly to take back under 300 threads."""
+    for any ordinary bundle: each releases the GIL, costly to take back under 300 threads.
+    OSError unless the file read is the one ``identity`` describes, unwritten meanwhile (a
+    path may name another only while it is opened, a symlink swapped and back)."""
     with FileIO(path, "r") as file:
-        left = size
+        left = identity[2]
         while True:
             asked = min(left + 1, _MOST)
             piece = file.read(asked)
             yield piece
             if len(piece) < asked:  # (a regular file reads short only at its end)
-                return
+                break
             left = max(left - len(piece), 0)
+        if _identity(file.fileno()) != identity:  # (fstat: the descriptor read)
+            raise OSError(f"{path} changed, or named another file, while it was read")
 
 
-def _digest(path: str, size: int) -> bytes:
+def _digest(path: str, identity: tuple[int, ...]) -> bytes:
     digest = hashlib.sha256()  # (a check holds no copy of a large bundle)
-    for piece in _pieces(path, size):
+    for piece in _pieces(path, identity):
         digest.update(piece)
     return digest.digest()
 
@@ -131,10 +135,9 @@ class FileCheck:
             known, creds, then = self.seen
             if identity == known and credentials() == creds and not _racy(identity, then):
                 return True
-            # (before the read: a later write has later timestamps; one between the stat and
-            # the read is read, and its ctime differs from the identity kept)
+            # (before the read: a later write is stamped later; one before its end fails it)
             moment = _clock()
-            if _digest(self.path, identity[2]) != self.digest:
+            if _digest(self.path, identity) != self.digest:
                 return False
             self.seen = (identity, credentials(), moment)
             return True
@@ -152,9 +155,7 @@ def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
             identity = _identity(path)
             if identity is None:
                 return None
-            contents = b"".join(_pieces(path, identity[2]))
-            if _identity(path) != identity:  # changed while read: let stock read it
-                return None
+            contents = b"".join(_pieces(path, identity))  # (changed while read: stock reads it)
             checks.append(FileCheck(path, identity, contents, moment))
     except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
         propagate(exc)

@@ -230,9 +230,11 @@ def test_an_interrupt_anywhere_in_a_file_check_leaves_no_descriptor_open(
     as a signal handler would): stock's reads are OpenSSL's, in C, and cannot leak one."""
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes(b"x" * 200_000)
+    identity = _files._identity(str(bundle))
+    assert identity is not None
     calls: dict[str, Callable[[], object]] = {
-        "_pieces": lambda: list(_files._pieces(str(bundle), 200_000)),
-        "_digest": lambda: _files._digest(str(bundle), 200_000),
+        "_pieces": lambda: list(_files._pieces(str(bundle), identity)),
+        "_digest": lambda: _files._digest(str(bundle), identity),
     }
     codes = {getattr(_files, step).__code__, _files._pieces.__code__}
     before = _open_descriptors()

@@ -513,3 +513,62 @@ def test_the_first_connection_does_not_compare_the_store_and_the_second_does_bef
     counts = requests_fastssl.stats().since(before)
     assert (counts.contexts_built, counts.reuses) == (1, 2)
 
+
+def _point(link: Path, target: Path) -> None:
+    os.symlink(target, f"{link}.new")
+    os.replace(f"{link}.new", link)
+
+
+def _swapped_first_request(url: str, link: Path, good: Path, rogue: Path, at: set[str]) -> Any:
+    """The outcomes of three new connections after a first one during which ``link`` names
+    ``rogue`` only while the build opens and reads the file (``read``: between its stats, a
+    stat each side seeing ``good``) and/or only while OpenSSL loads it (``load``)."""
+
+    def get() -> Any:
+        return outcome(lambda: requests.get(url, verify=str(link), headers=CLOSE))
+
+    requests_fastssl.clear()
+    _point(link, good)
+    flips: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        name = getattr(arg, "__name__", "")
+        if "read" in at and event == "call" and frame.f_code.co_name == "_pieces" and not flips:
+            _point(link, rogue)  # (before the build's open)
+            flips.append("read")
+        elif "read" in at and event == "c_call" and name == "read" and flips == ["read"]:
+            _point(link, good)  # (the file is open: the stat after the read sees good)
+            flips.append("read back")
+        elif name == "load_verify_locations" and "load" in at:
+            if event == "c_call" and "load" not in flips:
+                _point(link, rogue)
+                flips.append("load")
+            elif event in ("c_return", "c_exception") and flips[-1:] == ["load"]:
+                _point(link, good)
+                flips.append("load back")
+
+    sys.setprofile(profile)
+    try:
+        get()  # (its outcome depends on whose load met the swap: not compared)
+    finally:
+        sys.setprofile(None)
+    return [get() for _ in range(3)]
+
+
+def test_a_path_repointed_while_the_build_reads_it_and_again_while_it_loads_it_is_not_kept(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """The path names the rogue bundle while the build opens and reads it (a stat each side
+    sees the good one) and again while OpenSSL loads it: the bytes read and the store agree,
+    both rogue, so the store comparison passes. The descriptor read is now checked against
+    the stat before it (fstat): the build reads what the path names, or nothing."""
+    server = make_server(ca=pki.rogue_ca)  # only the rogue CA trusts this server
+    good, rogue, link = tmp_path / "good.pem", tmp_path / "rogue.pem", tmp_path / "bundle.pem"
+    good.write_bytes(Path(pki.bundle).read_bytes())
+    rogue.write_bytes(Path(pki.rogue_bundle).read_bytes())
+    aged(good, rogue)
+    stock, shim = stock_and_shim(
+        lambda: _swapped_first_request(server.url, link, good, rogue, {"read", "load"})
+    )
+    assert [o[0] for o in stock] == ["SSLError"] * 3
+    assert shim == stock
