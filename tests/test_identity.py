@@ -572,3 +572,68 @@ def test_a_path_repointed_while_the_build_reads_it_and_again_while_it_loads_it_i
     )
     assert [o[0] for o in stock] == ["SSLError"] * 3
     assert shim == stock
+
+
+def _self_signed_leaf(name: str) -> tuple[bytes, bytes]:
+    """A self-signed certificate for 127.0.0.1 that is not a CA (a pinned server certificate
+    in a bundle), and its key."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def test_a_pinned_certificate_swapped_while_the_build_loads_it_is_not_kept(
+    pki: PKI, tmp_path: Path
+) -> None:
+    """A bundle with a CA and a pinned self-signed server certificate (not a CA), swapped only
+    while OpenSSL loads it for the same CA and another pinned certificate: the certificate
+    count matches and ``get_ca_certs()`` shows CAs alone, so the store comparison could not
+    see it. A store holding certificates that are not CAs is now never shared."""
+    import ssl
+
+    from _requests_fastssl.cli.server import HTTPSServer
+
+    pin, _ = _self_signed_leaf("pinned")
+    rogue_pin, rogue_key = _self_signed_leaf("rogue")
+    good, rogue, link = tmp_path / "good.pem", tmp_path / "rogue.pem", tmp_path / "bundle.pem"
+    good.write_bytes(pki.ca.cert_pem.bytes() + pin)
+    rogue.write_bytes(pki.ca.cert_pem.bytes() + rogue_pin)
+    (tmp_path / "rogue.crt").write_bytes(rogue_pin)
+    (tmp_path / "rogue.key").write_bytes(rogue_key)
+    aged(good, rogue)
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(tmp_path / "rogue.crt", tmp_path / "rogue.key")
+    with HTTPSServer(served) as server:  # the rogue pin's server
+        stock, shim = stock_and_shim(
+            lambda: _swapped_first_request(server.url, link, good, rogue, {"load"})
+        )
+    assert [o[0] for o in stock] == ["SSLError"] * 3
+    assert shim == stock
