@@ -440,78 +440,14 @@ def test_one_stat_per_trust_file_per_new_connection(tmp_path: Path) -> None:
 # --- what the attack on this change found (a helper's review) --------------------------------
 
 
-def test_a_path_repointed_only_while_the_build_loads_it_is_not_kept(
-    make_server: ServerFactory, pki: PKI, tmp_path: Path
-) -> None:
-    """`ln -sfn` to another bundle and back exactly while OpenSSL loads the first one (timed by
-    the profiler, an attacker's best case): no stat of the file read sees it, since its inode
-    never changed. The build's store comparison does: nothing trusted from the other file is
-    kept, and the connections after trust what the path names, as stock's loads do."""
-    server = make_server(ca=pki.rogue_ca)  # only the rogue CA trusts this server
+def _good_rogue_and_link(pki: PKI, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The tests' bundle and the rogue one, aged out of the racily-clean window, and the
+    path of a symlink to point at either."""
     good, rogue, link = tmp_path / "good.pem", tmp_path / "rogue.pem", tmp_path / "bundle.pem"
     good.write_bytes(Path(pki.bundle).read_bytes())
     rogue.write_bytes(Path(pki.rogue_bundle).read_bytes())
     aged(good, rogue)
-
-    def point(target: Path) -> None:
-        os.symlink(target, f"{link}.new")
-        os.replace(f"{link}.new", link)
-
-    def get() -> Any:
-        return outcome(lambda: requests.get(server.url, verify=str(link), headers=CLOSE))
-
-    def calls() -> list[Any]:
-        requests_fastssl.clear()
-        point(good)
-        flips: list[str] = []
-
-        def profile(frame: Any, event: str, arg: Any) -> None:
-            if getattr(arg, "__name__", "") != "load_verify_locations":
-                return
-            if event == "c_call" and not flips:
-                point(rogue)
-                flips.append("rogue")
-            elif event in ("c_return", "c_exception") and flips == ["rogue"]:
-                point(good)
-                flips.append("good")
-
-        sys.setprofile(profile)
-        try:
-            get()  # (its outcome depends on whose load met the swap: not compared)
-        finally:
-            sys.setprofile(None)
-        assert flips == ["rogue", "good"]
-        return [get(), get()]
-
-    stock, shim = stock_and_shim(calls)
-    assert [o[0] for o in stock] == ["SSLError", "SSLError"]
-    assert shim == stock
-
-
-def test_the_first_connection_does_not_compare_the_store_and_the_second_does_before_sharing(
-    make_server: ServerFactory, pki: PKI, shim: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The store comparison (about 1 ms on OpenSSL 3.0, 2-3 ms on 3.6) runs when a context is
-    first shared, not on the connection that built it, which uses what its own load made, as
-    stock's does: a process's first request pays stock's load and no more."""
-    from _requests_fastssl import _contexts
-
-    server, compared = make_server(), []
-    real = _contexts.same_store
-
-    def same_store(contents: bytes, ctx: Any) -> bool:
-        compared.append(ctx)
-        return real(contents, ctx)
-
-    monkeypatch.setattr(_contexts, "same_store", same_store)
-    requests_fastssl.clear()
-    before, seen = requests_fastssl.stats(), []
-    for _ in range(3):
-        assert requests.get(server.url, verify=pki.bundle, headers=CLOSE).status_code == 200
-        seen.append(len(compared))
-    assert seen == [0, 1, 1]
-    counts = requests_fastssl.stats().since(before)
-    assert (counts.contexts_built, counts.reuses) == (1, 2)
+    return good, rogue, link
 
 
 def _point(link: Path, target: Path) -> None:
@@ -552,7 +488,50 @@ def _swapped_first_request(url: str, link: Path, good: Path, rogue: Path, at: se
         get()  # (its outcome depends on whose load met the swap: not compared)
     finally:
         sys.setprofile(None)
+    assert flips[-2:] == ["load", "load back"]  # (stock reads nothing in Python: no "read")
     return [get() for _ in range(3)]
+
+
+def test_a_path_repointed_only_while_the_build_loads_it_is_not_kept(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """`ln -sfn` to another bundle and back exactly while OpenSSL loads the first one (timed by
+    the profiler, an attacker's best case): no stat of the file read sees it, since its inode
+    never changed. The build's store comparison does: nothing trusted from the other file is
+    kept, and the connections after trust what the path names, as stock's loads do."""
+    server = make_server(ca=pki.rogue_ca)  # only the rogue CA trusts this server
+    good, rogue, link = _good_rogue_and_link(pki, tmp_path)
+    stock, shim = stock_and_shim(
+        lambda: _swapped_first_request(server.url, link, good, rogue, {"load"})
+    )
+    assert [o[0] for o in stock] == ["SSLError"] * 3
+    assert shim == stock
+
+
+def test_the_first_connection_does_not_compare_the_store_and_the_second_does_before_sharing(
+    make_server: ServerFactory, pki: PKI, shim: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store comparison (about 1 ms on OpenSSL 3.0, 2-3 ms on 3.6) runs when a context is
+    first shared, not on the connection that built it, which uses what its own load made, as
+    stock's does: a process's first request pays stock's load and no more."""
+    from _requests_fastssl import _contexts
+
+    server, compared = make_server(), []
+    real = _contexts.same_store
+
+    def same_store(contents: bytes, ctx: Any) -> bool:
+        compared.append(ctx)
+        return real(contents, ctx)
+
+    monkeypatch.setattr(_contexts, "same_store", same_store)
+    requests_fastssl.clear()
+    before, seen = requests_fastssl.stats(), []
+    for _ in range(3):
+        assert requests.get(server.url, verify=pki.bundle, headers=CLOSE).status_code == 200
+        seen.append(len(compared))
+    assert seen == [0, 1, 1]
+    counts = requests_fastssl.stats().since(before)
+    assert (counts.contexts_built, counts.reuses) == (1, 2)
 
 
 def test_a_path_repointed_while_the_build_reads_it_and_again_while_it_loads_it_is_not_kept(
@@ -563,10 +542,7 @@ def test_a_path_repointed_while_the_build_reads_it_and_again_while_it_loads_it_i
     both rogue, so the store comparison passes. The descriptor read is now checked against
     the stat before it (fstat): the build reads what the path names, or nothing."""
     server = make_server(ca=pki.rogue_ca)  # only the rogue CA trusts this server
-    good, rogue, link = tmp_path / "good.pem", tmp_path / "rogue.pem", tmp_path / "bundle.pem"
-    good.write_bytes(Path(pki.bundle).read_bytes())
-    rogue.write_bytes(Path(pki.rogue_bundle).read_bytes())
-    aged(good, rogue)
+    good, rogue, link = _good_rogue_and_link(pki, tmp_path)
     stock, shim = stock_and_shim(
         lambda: _swapped_first_request(server.url, link, good, rogue, {"read", "load"})
     )
