@@ -3,12 +3,14 @@ failures never cached, LRU bound."""
 
 from __future__ import annotations
 
+import _thread
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from support import interrupted_at
 
 from _requests_fastssl import _registry
 from _requests_fastssl._policy import Reason
@@ -106,6 +108,43 @@ def test_waits_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         )
         release.set()
         assert leader.result() is not None
+
+
+def test_the_end_of_a_build_releases_every_waiter_at_once() -> None:
+    """Each waiter waits on a lock of its own; the token's callback releases them all, in C,
+    as the token dies. (One shared lock, taken and given back by each waiter in turn, woke 300
+    waiters one by one, each only after it had the GIL back: the last up to 1 s late.)"""
+    token = _registry.Token()
+    flight = _registry.Flight(token, 10.0)
+    held = [_thread.allocate_lock() for _ in range(3)]
+    for lock in held:  # (as three waiters have registered theirs)
+        lock.acquire()
+        flight.waiters.append(lock)
+    del token
+    assert [lock.locked() for lock in held] == [False] * 3
+    assert flight.wait()  # (arriving after the end: returns at once)
+    assert flight.stale()
+
+
+def test_a_waiter_interrupted_anywhere_holds_up_no_other() -> None:
+    """KeyboardInterrupt at each point of a wait in turn (a trace hook raises it, as a signal
+    handler would): the waiters after it still wake when the build ends, not at the bound."""
+    token = _registry.Token()
+    flight = _registry.Flight(token, 0.01)  # (the uninterrupted count's wait: over at once)
+    code = {_registry.Flight.wait.__code__}
+    points = interrupted_at(10**9, code, flight.wait)
+    assert points > 3
+    for n in range(1, points + 1):
+        interrupted_at(n, code, flight.wait)
+    flight.bound, flight.expired = 600.0, False
+    registered = len(flight.waiters)
+    with ThreadPoolExecutor(2) as pool:
+        waits = [pool.submit(flight.wait) for _ in range(2)]
+        deadline = time.monotonic() + 10
+        while len(flight.waiters) < registered + 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        del token
+        assert [w.result(timeout=60) for w in waits] == [True, True]
 
 
 def test_a_flight_left_behind_is_replaced() -> None:
