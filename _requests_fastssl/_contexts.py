@@ -4,7 +4,6 @@ raise ``FrozenContextError``, so nothing reaching it through ``sock.context`` ch
 
 from __future__ import annotations
 
-import binascii
 import inspect
 import ssl
 import types
@@ -17,7 +16,7 @@ from ._files import FileCheck, propagate
 from ._genuine import GENUINE_CONTEXT
 from ._policy import Aside, Reason, StockError
 
-__all__ = ["FrozenContext", "build", "same_store"]
+__all__ = ["FrozenContext", "build"]
 
 
 def _refuse(name: str) -> Any:
@@ -84,31 +83,38 @@ FrozenContext: type[ssl.SSLContext] = type("FrozenContext", (GENUINE_CONTEXT,), 
 _ALPN: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
-def same_store(contents: bytes, ctx: ssl.SSLContext) -> bool:
-    """Whether the CA load put in ``ctx`` the certificates a build read. The path may have named
-    another file only while OpenSSL read it (a symlink swapped and back), which no stat of the
-    file read sees; or the file held other contents then (a mapped write, and back)."""
-    ders = set()
-    try:  # (split, not a regular expression: ten times faster on certifi's bundle)
-        for piece in contents.split(b"-----BEGIN CERTIFICATE-----")[1:]:
-            body, end, _ = piece.partition(b"-----END CERTIFICATE-----")
-            if end:
-                ders.add(binascii.a2b_base64(body))
-    except binascii.Error:
-        return False
-    stats = ctx.cert_store_stats()  # (CAs alone: get_ca_certs cannot show a pinned leaf)
-    return (
-        stats["crl"] == 0
-        and stats["x509_ca"] == stats["x509"] == len(ders)
-        and set(ctx.get_ca_certs(binary_form=True)) <= ders
-    )
+_BASE64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 
 
-def _other_blocks(check: FileCheck) -> bool:
-    """A CA file with blocks other than certificates (CRLs, TRUSTED CERTIFICATE) could not be
-    compared with its store: its build fails, remembered while the file is unchanged."""
-    contents = check.contents
-    return contents.count(b"-----BEGIN ") != contents.count(b"-----BEGIN CERTIFICATE-----")
+def _cadata(check: FileCheck) -> str:
+    """The CA file as ``cadata``: the very bytes its check read, so the store holds no other
+    file's certificates (a second read, from the path, could meet another file). Only what a
+    file load and ``cadata``'s PEM loop read alike: canonical certificate blocks (exact BEGIN
+    and END lines, base64 lines of at most 64 characters, LF or CRLF) and lines around them,
+    those beyond ASCII (certifi's comments, which ``cadata`` refuses) left out. Else
+    ValueError (stock loads it): CRLs and TRUSTED CERTIFICATE (kept by a file load alone); a
+    NUL (a file load's ``fgets`` ends a line there); headers, blank or longer lines in a block
+    (OpenSSL fails there without an error, which ``cadata`` takes for the end), and so
+    encrypted blocks (``cadata`` would ask for a pass phrase, a file load never)."""
+    contents, inside, blocks = check.contents, False, 0
+    lines = contents.split(b"\n")  # (OpenSSL's reader splits at \n alone)
+    for i, raw in enumerate(lines):
+        line = raw[:-1] if raw.endswith(b"\r") else raw
+        if inside:
+            inside = line != b"-----END CERTIFICATE-----"
+            if inside and not (0 < len(line) <= 64 and _BASE64.issuperset(line)):
+                raise ValueError(f"{check.path}: a certificate block not in the canonical form")
+        elif line.startswith(b"-----BEGIN "):
+            if line != b"-----BEGIN CERTIFICATE-----":
+                raise ValueError(f"{check.path}: a block other than a certificate")
+            inside, blocks = True, blocks + 1
+        elif not raw.isascii():
+            if b"-----" in raw:
+                raise ValueError(f"{check.path}: a dash run beside bytes beyond ASCII")
+            lines[i] = b""
+    if inside or b"\0" in contents or blocks != contents.count(b"-----BEGIN "):
+        raise ValueError(f"{check.path}: an unended block, a NUL, or a BEGIN within a line")
+    return b"\n".join(lines).decode("ascii")
 
 
 def _stock(step: Any, *args: Any, wrap: Any = None, **kwargs: Any) -> Any:
@@ -162,9 +168,12 @@ def build(
     if not ca_certs and not ca_dir and not ca_data:
         _stock(ctx.load_default_certs)
     else:
-        _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)
-        if ca_check is not None and _other_blocks(ca_check):
-            raise ssl.SSLError(f"{ca_certs}: blocks other than certificates; left to stock")
+        if ca_check is not None:  # (what raises here is ours: the build fails, stock loads)
+            ctx.load_verify_locations(cadata=_cadata(ca_check))
+            ca_check.held = True  # (its bytes are the store: nothing for OpenSSL to re-read)
+            ca_certs = None
+        if ca_certs or ca_dir or ca_data:
+            _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)
     key_file, cert_file, password = inputs["key_file"], inputs["cert_file"], inputs["key_password"]
     if key_file and password is None and _stock(ssl_._is_key_file_encrypted, key_file):
         raise StockError(ssl_.SSLError("Client private key is encrypted, password is required"))

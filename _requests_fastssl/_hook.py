@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import weakref
-from functools import partial
 from typing import Any
 
 from . import _contexts, _policy
@@ -14,7 +13,7 @@ from ._errors import FrozenContextError
 from ._files import FileCheck, propagate, read_checks
 from ._genuine import GENUINE_CONTEXT, is_genuine_function
 from ._policy import Aside, Reason, StockError
-from ._registry import REGISTRY, Unproven
+from ._registry import REGISTRY
 from ._state import STATE
 
 __all__ = ["set_up_wrapper", "shared_context", "urllib3_1_wrapper"]
@@ -42,14 +41,13 @@ def shared_context(inputs: dict[str, Any]) -> Any:
 
         def build(checks: Any) -> Any:
             ca_check = checks[0] if inputs["ca_certs"] else None
-            connection, ssl_, same = settings.connection, settings.ssl_, _contexts.same_store
+            connection, ssl_ = settings.connection, settings.ssl_
             ctx = _contexts.build(inputs, connection, ssl_, decision.alpn, ca_check, checks)
             # Built from the key's own reading where it could be (ALPN); the rest (the
             # factory's module, the environment) is read again: published only if unchanged.
             if _policy.decide(inputs, settings) != decision:
                 raise Aside(Reason.SETTINGS_CHANGED)
-            # Its store against the file read: before it is shared, not on its own connection.
-            return ctx if ca_check is None else Unproven(ctx, partial(same, ca_check.contents))
+            return ctx
 
         return REGISTRY.get(decision.key, decision.paths, build)
     except StockError as failed:

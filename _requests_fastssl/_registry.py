@@ -16,7 +16,7 @@ import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any, NamedTuple
+from typing import Any
 
 from ._files import FileCheck, propagate, read_checks
 from ._observe import first_step_aside
@@ -24,7 +24,7 @@ from ._policy import Aside, Reason, StockError
 from ._state import FORKS
 from ._status import Stats
 
-__all__ = ["REGISTRY", "WAIT_SECONDS", "Flight", "Registry", "Token", "Unproven"]
+__all__ = ["REGISTRY", "WAIT_SECONDS", "Flight", "Registry", "Token"]
 
 DEFAULT_MAX_CONTEXTS = 64
 WAIT_SECONDS = 5.0
@@ -38,13 +38,6 @@ Build = Callable[[tuple[FileCheck, ...]], Any]
 _COUNTERS = tuple(
     name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")
 )
-
-
-class Unproven(NamedTuple):
-    """A context only its build's connection uses until ``proof(ctx)`` holds, at its first share."""
-
-    ctx: Any
-    proof: Callable[[Any], bool]
 
 
 class Token:
@@ -97,7 +90,6 @@ class Registry:
         self._flights: dict[Hashable, Flight] = {}
         # Failed builds' files: while unchanged, the build would fail again (straight to stock).
         self._failed: OrderedDict[Hashable, tuple[FileCheck, ...]] = OrderedDict()
-        self._proofs: Any = weakref.WeakKeyDictionary()  # context -> its Unproven proof
         self._busy: dict[int, int] = {}  # id(context) -> handshakes under way with it
         self._max = max_contexts
         self._counts: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
@@ -151,14 +143,11 @@ class Registry:
         if entry is None:
             return None
         ctx, checks = entry
-        proof = self._proofs.get(ctx) if self._proofs else None  # (Unproven: till it holds)
         try:
-            fit = all(check.unchanged() for check in checks) and (proof is None or proof(ctx))
+            fit = all(check.unchanged() for check in checks)
         except BaseException as exc:
             fit = propagate(exc)
         if fit:
-            if proof is not None:
-                self._proofs.pop(ctx, None)
             self._recent(key)
             self.count("reuses")
             return ctx
@@ -208,16 +197,14 @@ class Registry:
             self.count("build_failures")
             self._remember_failure(key, checks)
             return Reason.BUILD_FAILED
-        # The identity read before the load: a write and a write back during it is a change.
-        if not all(check.unchanged(strict=True) for check in checks):
+        # The identity read before the load: a write and a write back during it is a change
+        # (a held file's bytes were the load: no later read of the file to guard).
+        if not all(check.held or check.unchanged(strict=True) for check in checks):
             self.count("build_failures")
             return Reason.FILE_CHANGED
         self.count("contexts_built")
         self.count("ca_loads")
         self._build_seconds += _perf_counter() - started
-        if isinstance(ctx, Unproven):
-            self._proofs[ctx.ctx] = ctx.proof  # (before it is published)
-            ctx = ctx.ctx
         self._entries[key] = (ctx, checks)
         self._recent(key)
         self._evict()

@@ -62,7 +62,7 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         if isinstance(ctx, Reason):
             REGISTRY.step_aside(ctx)  # counted (and logged once) as the request's would be
             return False
-        return shared_context(inputs) is ctx  # (its first share: the store is compared now)
+        return shared_context(inputs) is ctx
     finally:
         adapter.close()
 

@@ -242,8 +242,16 @@ def test_an_error_of_the_load_reaches_the_connection_that_ran_it(
     call = new_connection(server.url, verify=str(bundle), cert=(str(cert), pki.client_a.key))
 
     def calls() -> list[Outcome]:
-        with fails_once(bundle if method == "load_verify_locations" else cert, method):
-            first = seen(call)
+        if method == "load_cert_chain":
+            with fails_once(cert, method):
+                first = seen(call)
+        else:  # (the shim loads the CA file from the bytes it read: garbage for that request)
+            original = bundle.read_bytes()
+            bundle.write_bytes(b"x" * len(original))
+            try:
+                first = seen(call)
+            finally:
+                bundle.write_bytes(original)
         return [first, seen(call), seen(call)]
 
     requests_fastssl.clear()

@@ -234,7 +234,7 @@ def test_an_interrupt_anywhere_in_a_file_check_leaves_no_descriptor_open(
     assert identity is not None
     calls: dict[str, Callable[[], object]] = {
         "_pieces": lambda: list(_files._pieces(str(bundle), identity)),
-        "_digest": lambda: _files._digest(str(bundle), identity),
+        "_digest": lambda: _files._digest(_files._pieces(str(bundle), identity)),
     }
     codes = {getattr(_files, step).__code__, _files._pieces.__code__}
     before = _open_descriptors()

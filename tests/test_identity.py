@@ -455,10 +455,13 @@ def _point(link: Path, target: Path) -> None:
     os.replace(f"{link}.new", link)
 
 
-def _swapped_first_request(url: str, link: Path, good: Path, rogue: Path, at: set[str]) -> Any:
+def _swapped_first_request(
+    url: str, link: Path, good: Path, rogue: Path, at: set[str], first: bool = False
+) -> Any:
     """The outcomes of three new connections after a first one during which ``link`` names
     ``rogue`` only while the build opens and reads the file (``read``: between its stats, a
-    stat each side seeing ``good``) and/or only while OpenSSL loads it (``load``)."""
+    stat each side seeing ``good``) and/or only while OpenSSL loads it (``load``); with
+    ``first``, that one's outcome before them."""
 
     def get() -> Any:
         return outcome(lambda: requests.get(url, verify=str(link), headers=CLOSE))
@@ -485,11 +488,11 @@ def _swapped_first_request(url: str, link: Path, good: Path, rogue: Path, at: se
 
     sys.setprofile(profile)
     try:
-        get()  # (its outcome depends on whose load met the swap: not compared)
+        swapped = get()  # (stock's outcome depends on its load meeting the swap)
     finally:
         sys.setprofile(None)
     assert flips[-2:] == ["load", "load back"]  # (stock reads nothing in Python: no "read")
-    return [get() for _ in range(3)]
+    return [swapped] * first + [get() for _ in range(3)]
 
 
 def test_a_path_repointed_only_while_the_build_loads_it_is_not_kept(
@@ -508,30 +511,20 @@ def test_a_path_repointed_only_while_the_build_loads_it_is_not_kept(
     assert shim == stock
 
 
-def test_the_first_connection_does_not_compare_the_store_and_the_second_does_before_sharing(
-    make_server: ServerFactory, pki: PKI, shim: None, monkeypatch: pytest.MonkeyPatch
+def test_the_store_is_loaded_from_the_bytes_the_build_read(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path, shim: None
 ) -> None:
-    """The store comparison (about 1 ms on OpenSSL 3.0, 2-3 ms on 3.6) runs when a context is
-    first shared, not on the connection that built it, which uses what its own load made, as
-    stock's does: a process's first request pays stock's load and no more."""
-    from _requests_fastssl import _contexts
-
-    server, compared = make_server(), []
-    real = _contexts.same_store
-
-    def same_store(contents: bytes, ctx: Any) -> bool:
-        compared.append(ctx)
-        return real(contents, ctx)
-
-    monkeypatch.setattr(_contexts, "same_store", same_store)
-    requests_fastssl.clear()
-    before, seen = requests_fastssl.stats(), []
-    for _ in range(3):
-        assert requests.get(server.url, verify=pki.bundle, headers=CLOSE).status_code == 200
-        seen.append(len(compared))
-    assert seen == [0, 1, 1]
+    """The CA file reaches OpenSSL as the bytes the build's check read (``cadata``), not as its
+    path a second time: the path repointed to another bundle exactly while the load runs
+    changes nothing, for the building connection too (stock's own load reads the path at that
+    moment; the shim read it a moment before, in the same set-up), and no later one."""
+    server = make_server()  # only the trusted CA's bundle trusts this server
+    good, rogue, link = _good_rogue_and_link(pki, tmp_path)
+    before = requests_fastssl.stats()
+    outcomes = _swapped_first_request(server.url, link, good, rogue, {"load"}, first=True)
+    assert [o[0] for o in outcomes] == ["200"] * 4
     counts = requests_fastssl.stats().since(before)
-    assert (counts.contexts_built, counts.reuses) == (1, 2)
+    assert (counts.contexts_built, counts.reuses, counts.discards) == (1, 3, 0)
 
 
 def test_a_path_repointed_while_the_build_reads_it_and_again_while_it_loads_it_is_not_kept(

@@ -14,7 +14,7 @@ from support import interrupted_at
 
 from _requests_fastssl import _registry
 from _requests_fastssl._policy import Reason
-from _requests_fastssl._registry import Registry, Unproven
+from _requests_fastssl._registry import Registry
 
 
 def test_one_build_for_many_concurrent_callers() -> None:
@@ -169,74 +169,3 @@ def test_least_recently_used_entries_go_first() -> None:
     assert registry.stats().evictions == 2
     registry.clear()
     assert registry.stats().entries == 0
-
-
-class Context:
-    """A stand-in for an SSLContext here: the registry keeps proofs by weak reference."""
-
-
-def test_an_unproven_context_is_proven_once_at_its_first_share() -> None:
-    """A build's store comparison (its proof) runs when the context is first shared, not on
-    the connection that built it: a process's first request pays only stock's load."""
-    registry, built, proofs = Registry(), Context(), []
-
-    def proof(ctx: Any) -> bool:
-        proofs.append(ctx)
-        return True
-
-    assert registry.get("k", (), lambda checks: Unproven(built, proof)) is built
-    assert proofs == []
-    for _ in range(3):
-        assert registry.get("k", (), lambda checks: pytest.fail("built twice")) is built
-    assert proofs == [built]
-    assert registry.stats().reuses == 3
-
-
-@pytest.mark.parametrize("failure", ["False", "OSError"])
-def test_a_context_whose_proof_fails_is_used_by_its_own_connection_alone(failure: str) -> None:
-    """The store held what the path named while OpenSSL loaded it (what stock's own load of
-    that moment holds), but not what the build read: its connection uses it, no other does,
-    and the next connection builds afresh."""
-    registry, bad, good = Registry(), Context(), Context()
-
-    def proof(ctx: Any) -> bool:
-        if failure == "OSError":
-            raise OSError("unreadable")
-        return False
-
-    assert registry.get("k", (), lambda checks: Unproven(bad, proof)) is bad
-    assert registry.get("k", (), lambda checks: good) is good
-    assert registry.get("k", (), lambda checks: pytest.fail("built again")) is good
-    stats = registry.stats()
-    assert (stats.contexts_built, stats.discards, stats.reuses) == (2, 1, 1)
-
-
-@pytest.mark.parametrize("verdict", [True, False])
-def test_threads_that_waited_for_an_unproven_build_share_it_only_once_proven(
-    verdict: bool,
-) -> None:
-    """Threads that waited for a build get its context after one proof; a failed proof sends
-    them to stock, and the builder's own connection keeps what its load made."""
-    registry, built, release, proofs = Registry(), Context(), threading.Event(), []
-
-    def proof(ctx: Any) -> bool:
-        proofs.append(ctx)
-        return verdict
-
-    def build(checks: Any) -> Unproven:
-        release.wait(10)  # hold the flight open while the others pile up behind it
-        return Unproven(built, proof)
-
-    with ThreadPoolExecutor(16) as pool:
-        futures = [pool.submit(registry.get, "k", (), build) for _ in range(16)]
-        deadline = time.monotonic() + 10
-        while len(registry._flights) == 0 and time.monotonic() < deadline:
-            time.sleep(0.001)  # (polling for a state: the flight registered)
-        release.set()
-        results = [f.result() for f in futures]
-    if verdict:
-        assert results == [built] * 16
-        assert set(proofs) == {built}  # (two first shares at once may both prove)
-    else:
-        assert results.count(built) == 1, results
-        assert set(results) - {built} == {Reason.FILE_CHANGED}
