@@ -21,9 +21,11 @@ from itertools import pairwise
 from types import FrameType
 from typing import Any
 
-__all__ = ["RACY_WINDOW_NS", "FileCheck", "credentials", "propagate", "read_checks"]
+__all__ = ["LARGEST", "RACY_WINDOW_NS", "FileCheck", "credentials", "propagate", "read_checks"]
 
 _MOST = 1 << 20
+# Larger trust files go to stock, which reads them line by line: a build holds a few copies.
+LARGEST = 8 << 20
 # A file whose mtime or ctime is this close to the moment its contents were last compared is
 # read again at each check (a coarse or FAT clock stamps a later write no later than that).
 RACY_WINDOW_NS = 2_000_000_000
@@ -105,8 +107,7 @@ def _pieces(path: str, identity: tuple[int, ...]) -> Iterator[bytes]:
             raise OSError(f"{path} changed, or named another file, while it was read")
 
 
-# hashlib lets the GIL go for an update of 2048 bytes or more; under 300 threads a build took
-# it back up to 400 ms later, with every other new connection waiting for that build.
+# hashlib lets the GIL go from 2048 bytes: a build under 300 threads took it back 400 ms later.
 _HELD = 2047
 
 
@@ -154,14 +155,14 @@ class FileCheck:
 
 
 def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
-    """A check for each file, read now; None if any is not a regular, readable file (stock then
-    reads it: a pipe must be read once, and a missing file fails with stock's own error)."""
+    """A check for each file, read now; None if any is not a regular, readable file up to
+    ``LARGEST`` (stock reads it: a pipe is read once, a missing file fails with its error)."""
     checks = []
     try:
         for path in paths:
             moment = _clock()
             identity = _identity(path)
-            if identity is None:
+            if identity is None or identity[2] > LARGEST:
                 return None
             contents = b"".join(_pieces(path, identity))  # (changed while read: stock reads it)
             checks.append(FileCheck(path, identity, contents, moment))

@@ -80,7 +80,7 @@ class Reason(enum.Enum):
     UNHASHABLE_SETTING = ("unhashable-setting", "an input or urllib3 setting cannot be keyed")
     NOT_A_FILE = (
         "not-a-file",
-        "a CA or certificate file is missing, unreadable or not a "
+        "a CA or certificate file is missing, unreadable, over 8 MiB or not a "
         "regular file (a pipe is read once, by stock)",
     )
     BUILD_FAILED = (

@@ -198,3 +198,31 @@ def test_an_encrypted_block_never_makes_the_shim_ask_for_a_pass_phrase(
         runs[mode] = (proc.returncode, proc.stdout, proc.stderr)
     assert runs["shim"] == runs["stock"]
     assert runs["stock"][1].splitlines()[-1] == "True"  # (nobody read standard input)
+
+
+def test_a_ca_file_over_the_size_bound_goes_to_stock(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """A build holds a few copies of what it loads (cadata takes the text whole), where stock
+    reads a file line by line: a CA file over ``LARGEST`` goes to stock (a 2 GiB one made
+    CPython's cadata raise OverflowError), its outcomes stock's."""
+    from _requests_fastssl._files import LARGEST
+
+    server = make_server()
+    bundle = tmp_path / "bundle.pem"
+    comment = b"# " + b"x" * 1021 + b"\n"
+    bundle.write_bytes(comment * (LARGEST // len(comment) + 1) + pki.ca.cert_pem.bytes())
+    assert bundle.stat().st_size > LARGEST
+
+    def calls() -> list[Any]:
+        requests_fastssl.clear()
+        return [
+            outcome(lambda: requests.get(server.url, verify=str(bundle), headers=CLOSE))
+            for _ in range(2)
+        ]
+
+    before = requests_fastssl.stats()
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock == [("200", None)] * 2
+    counts = requests_fastssl.stats().since(before)
+    assert (counts.contexts_built, counts.step_aside_reasons) == (0, {"not-a-file": 2})
