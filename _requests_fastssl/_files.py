@@ -89,11 +89,10 @@ def _racy(identity: tuple[int, ...], moment: int | None) -> bool:
 
 
 def _pieces(path: str, identity: tuple[int, ...]) -> Iterator[bytes]:
-    """The contents in pieces of at most ``_MOST``, each asked for at the size expected plus
-    one byte (no larger buffer allocated and shrunk: only OpenSSL's system calls). One call
-    for any ordinary bundle: each releases the GIL, costly to take back under 300 threads.
-    OSError unless the file read is the one ``identity`` describes, unwritten meanwhile (a
-    path may name another only while it is opened, a symlink swapped and back)."""
+    """The contents in pieces of at most ``_MOST``, each asked for at the size expected plus one
+    byte (no buffer allocated and shrunk: OpenSSL's system calls alone; one call a bundle: each
+    lets the GIL go). OSError unless the file read is the one ``identity`` describes, unwritten
+    meanwhile (a path may name another only while opened: a symlink swapped and back)."""
     with FileIO(path, "r") as file:
         left = identity[2]
         while True:

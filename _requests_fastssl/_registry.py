@@ -47,14 +47,10 @@ class Token:
 
 
 class Flight:
-    """A build under way that others may wait for, bounded. Each waiter waits on a lock of its
-    own, all released at once when the worker's token dies, however its frame ends: the token's
-    weakref callback is C alone (``dict.fromkeys`` draining a ``map`` of ``release``), no
-    Python code an exception can skip. (One shared lock, taken and given back by each waiter in
-    turn, woke 300 threads one by one, each after taking the interpreter back: the last up to
-    1 s after the build.) No Python clock: the bound is the lock's own timed wait, so a test's
-    mock of ``time`` or freezegun, active now or when this was imported, can neither stop it
-    nor see a call."""
+    """A build under way that others may wait for, bounded. Each waiter has a lock of its own,
+    all released at once, in C alone, when the worker's token dies however its frame ends
+    (docs/design.md, Threads). No Python clock: the bound is the lock's own timed wait, which
+    a test's mock of ``time`` or freezegun can neither stop nor see."""
 
     __slots__ = ("alive", "bound", "expired", "fork", "owner", "result", "waiters")
 

@@ -22,6 +22,8 @@ import requests
 import trustme
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support import PKI, ServerFactory, clean_env, outcome, stock_and_shim
 
 import requests_fastssl
@@ -226,3 +228,42 @@ def test_a_ca_file_over_the_size_bound_goes_to_stock(
     assert shim == stock == [("200", None)] * 2
     counts = requests_fastssl.stats().since(before)
     assert (counts.contexts_built, counts.step_aside_reasons) == (0, {"not-a-file": 2})
+
+
+_PIECES = [b"\0", b"\r", b"\n", b"\r\n", b" ", b"-", b"-----", b"-----BEGIN ", b"=", b":"]
+_PIECES += [_BEGIN_LINE := b"-----BEGIN CERTIFICATE-----", b"-----END CERTIFICATE-----"]
+_PIECES += [b"\xc3\xa9", b"A", b"\t", b"x" * 70, _BEGIN_LINE + b"\n", b"Proc-Type: 4,ENCRYPTED\n"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(edits=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 4), st.sampled_from(_PIECES))))
+def test_a_file_the_shim_loads_from_its_bytes_gives_the_file_loads_store(
+    edits: list[tuple[float, int, bytes]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Two CA certificates and a comment beyond ASCII, edited at random (inserted, replaced,
+    deleted markers, line ends, NULs, headers): whenever the shim's ``cadata`` load of the file
+    succeeds, OpenSSL's file load (stock's) succeeds too, with the same store; whatever it
+    refuses or fails to load goes to stock."""
+    from _requests_fastssl._contexts import _cadata
+    from _requests_fastssl._files import read_checks
+
+    data = bytearray(b"# \xc3\xa9\n" + _CAS[0] + b"\n" + _CAS[1])
+    for where, cut, piece in edits:
+        at = int(where * len(data))
+        data[at : at + cut] = piece
+    path = tmp_path_factory.mktemp("fuzz") / "bundle.pem"
+    path.write_bytes(bytes(data))
+    checks = read_checks((str(path),))
+    assert checks is not None
+    from_bytes = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        from_bytes.load_verify_locations(cadata=_cadata(checks[0]))
+    except (ValueError, ssl.SSLError):
+        return  # (the build fails: stock loads the file, with its own outcome)
+    from_file = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    from_file.load_verify_locations(str(path))
+    assert from_bytes.cert_store_stats() == from_file.cert_store_stats()
+    assert sorted(from_bytes.get_ca_certs(True)) == sorted(from_file.get_ca_certs(True))
+
+
+_CAS = [trustme.CA().cert_pem.bytes(), trustme.CA().cert_pem.bytes()]
