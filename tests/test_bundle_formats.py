@@ -24,7 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import PKI, ServerFactory, clean_env, outcome, stock_and_shim
+from support import PKI, URLLIB3_1, ServerFactory, clean_env, outcome, stock_and_shim
 
 import requests_fastssl
 
@@ -164,7 +164,8 @@ def test_a_ca_file_gives_stocks_outcomes_and_is_shared_only_when_read_alike(
     stock, shim = stock_and_shim(calls)
     assert shim == stock
     counts = requests_fastssl.stats().since(before)
-    assert (counts.contexts_built, counts.reuses) == ((1, 2) if shared else (0, 0)), counts
+    if not URLLIB3_1:  # (urllib3 1.26 is left stock: nothing built there)
+        assert (counts.contexts_built, counts.reuses) == ((1, 2) if shared else (0, 0)), counts
 
 
 _PASS_PHRASE = """
@@ -227,7 +228,8 @@ def test_a_ca_file_over_the_size_bound_goes_to_stock(
     stock, shim = stock_and_shim(calls)
     assert shim == stock == [("200", None)] * 2
     counts = requests_fastssl.stats().since(before)
-    assert (counts.contexts_built, counts.step_aside_reasons) == (0, {"not-a-file": 2})
+    reason = "urllib3-1.26" if URLLIB3_1 else "not-a-file"
+    assert (counts.contexts_built, counts.step_aside_reasons) == (0, {reason: 2})
 
 
 _PIECES = [b"\0", b"\r", b"\n", b"\r\n", b" ", b"-", b"-----", b"-----BEGIN ", b"=", b":"]
