@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._errors import FrozenContextError
-from ._files import FileCheck, propagate
+from ._files import FileCheck, pinned, propagate
 from ._genuine import GENUINE_CONTEXT
 from ._policy import Aside, Reason, StockError
 
@@ -175,7 +175,6 @@ def build(
     else:
         if ca_check is not None:  # (what raises here is ours: the build fails, stock loads)
             ctx.load_verify_locations(cadata=_cadata(ca_check))
-            ca_check.held = True  # (its bytes are the store: nothing for OpenSSL to re-read)
             ca_certs = None
         if ca_certs or ca_dir or ca_data:
             _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)
@@ -185,8 +184,17 @@ def build(
     if password is None and any(b"ENCRYPTED" in check.contents for check in checks):
         # OpenSSL would ask for the passphrase (on the terminal), as stock does per connection.
         raise ssl.SSLError("an encrypted key without a password: left to stock")
-    if cert_file:
-        _stock(ctx.load_cert_chain, cert_file, key_file, *(() if password is None else (password,)))
+    if cert_file:  # (through the files the checks read: docs/design.md, File checks)
+        with pinned(checks[ca_check is not None :]) as pins:
+            names = pins or [cert_file, key_file]
+            given = (names[0], key_file and names[-1], *(() if password is None else (password,)))
+            try:
+                _stock(ctx.load_cert_chain, *given)
+            except StockError as failed:  # (SSLError: the bytes', as stock's; else no /proc)
+                error = failed.error
+                if pins and isinstance(error, OSError) and not isinstance(error, ssl.SSLError):
+                    raise OSError(f"not loaded through {pins}: {error}") from None
+                raise
     _stock(ctx.set_alpn_protocols, list(alpn))
     # urllib3 reads this from a context it is given (and decides itself for one it made):
     # PyPy hard-codes True, which would accept a certificate naming the host only in its CN.

@@ -9,6 +9,7 @@ at any bytecode closes it). Why: docs/design.md, File checks. Whatever the check
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -21,7 +22,9 @@ from itertools import pairwise
 from types import FrameType
 from typing import Any
 
-__all__ = ["LARGEST", "RACY_WINDOW_NS", "FileCheck", "credentials", "propagate", "read_checks"]
+__all__ = [
+    "LARGEST", "RACY_WINDOW_NS", "FileCheck", "credentials", "pinned", "propagate", "read_checks"
+]  # fmt: skip
 
 _MOST = 1 << 20
 # Larger trust files go to stock, which reads them line by line: a build holds a few copies.
@@ -123,11 +126,10 @@ class FileCheck:
     """One file as a build read it: its identity then and the digest of its contents (the
     contents themselves only until the build ends), and when it was last found the same."""
 
-    __slots__ = ("contents", "digest", "held", "identity", "path", "seen")
+    __slots__ = ("contents", "digest", "identity", "path", "seen")
 
     def __init__(self, path: str, identity: tuple[int, ...], contents: bytes, moment: Any) -> None:
         self.path, self.identity, self.contents = path, identity, contents
-        self.held = False  # (True: its build loaded these very bytes, not the file again)
         self.digest = _digest(iter((contents,)))
         # (identity, credentials, moment) replaced whole: a thread reads one consistent triple
         self.seen = (identity, credentials(), moment)
@@ -153,12 +155,45 @@ class FileCheck:
             return propagate(exc)
 
 
+# procfs's link to a read-only descriptor: a symlink of mode 0500, which no other file system
+# makes (a /proc that is a plain directory, in a hostile container, could name anything).
+_PROC_LINK = stat.S_IFLNK | 0o500
+
+
+@contextlib.contextmanager
+def pinned(checks: tuple[FileCheck, ...]) -> Iterator[list[str]]:
+    """The files ``checks`` read, open again, as ``/proc/thread-self/fd`` names for a load (a
+    path can name another file, swapped in and back, exactly while OpenSSL opens it; an open
+    descriptor can't; thread-self: a thread may have a descriptor table of its own). OSError if
+    a path names another file, /proc is not procfs, or a file is written before the load ends."""
+    files: list[FileIO] = []
+
+    def same() -> bool:
+        return [_identity(f.fileno()) for f in files] == [c.identity for c in checks]
+
+    try:
+        try:
+            files += (FileIO(check.path, "r") for check in checks)  # (one raising: all freed)
+            names = [f"/proc/thread-self/fd/{file.fileno()}" for file in files]
+            fit = same() and all(os.lstat(name).st_mode == _PROC_LINK for name in names)
+        except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
+            fit = propagate(exc)
+        if not fit:
+            raise OSError("a trust file is not the one read, or /proc not procfs: left to stock")
+        yield names
+        if not same():
+            raise OSError("a trust file was written while it was loaded: left to stock")
+    finally:
+        for file in files:
+            file.close()
+
+
 def read_checks(paths: tuple[str, ...]) -> tuple[FileCheck, ...] | None:
     """A check for each file, read now; None if any is not a regular, readable file up to
     ``LARGEST`` (stock reads it: a pipe is read once, a missing file fails with its error)."""
     checks = []
     try:
-        for path in paths:
+        for path in map(os.fspath, paths):  # (an int is a descriptor: FileIO would close it)
             moment = _clock()
             identity = _identity(path)
             if identity is None or identity[2] > LARGEST:

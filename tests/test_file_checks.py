@@ -171,7 +171,7 @@ def test_a_thread_that_waited_for_a_build_checks_the_files_when_it_ends(
 ) -> None:
     """A thread arriving during a build waits for it (it holds no copy of the files), then
     checks them as any thread finding a published context does (one stat each): one that
-    finds them changed or gone goes to stock; nothing built from the old file is kept."""
+    finds them changed or gone goes to stock, and drops what was built from the old file."""
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes(b"x" * 1000)
     registry, paths = Registry(), (str(bundle),)
@@ -185,7 +185,9 @@ def test_a_thread_that_waited_for_a_build_checks_the_files_when_it_ends(
             time.sleep(0.001)
         bundle.unlink()
         held.release.set()
-        assert first.result() is Reason.FILE_CHANGED  # (its strict check after the load)
+        # (the builder's context: loaded from the bytes it read, as stock's load then was;
+        # no stat after the build, which under 300 threads waited long for the GIL)
+        assert not isinstance(first.result(), Reason)
         assert second.result() is Reason.FILE_CHANGED
     assert held.reads == ["ThreadPoolExecutor-0_0"] or len(held.reads) == 1
     assert registry.stats().entries == 0

@@ -6,6 +6,7 @@ same requests stock and shimmed and compares what they gave."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -16,10 +17,11 @@ import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import requests
+import urllib3
 from support import (
     PKI,
     ROOT,
@@ -541,6 +543,269 @@ def test_a_path_repointed_while_the_build_reads_it_and_again_while_it_loads_it_i
     )
     assert [o[0] for o in stock] == ["SSLError"] * 3
     assert shim == stock
+
+
+def _client_swapped_during_first_load(
+    url: str, bundle: str, links: tuple[Path, Path], good: tuple[str, str], other: tuple[str, str]
+) -> list[Any]:
+    """Four new connections with a client certificate and key named by symlinks, which name
+    ``other`` exactly while the first ``load_cert_chain`` runs (timed by the profiler, an
+    attacker's best case) and ``good`` before and after it."""
+    for link, target in zip(links, good, strict=True):
+        _point(link, Path(target))
+    swaps: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if getattr(arg, "__name__", "") != "load_cert_chain":
+            return
+        if event == "c_call" and not swaps:
+            for link, target in zip(links, other, strict=True):
+                _point(link, Path(target))
+            swaps.append("other")
+        elif event in ("c_return", "c_exception") and swaps == ["other"]:
+            for link, target in zip(links, good, strict=True):
+                _point(link, Path(target))
+            swaps.append("back")
+
+    def get() -> Any:
+        cert = (str(links[0]), str(links[1]))
+        return outcome(lambda: requests.get(url, verify=bundle, cert=cert, headers=CLOSE))
+
+    requests_fastssl.clear()
+    sys.setprofile(profile)
+    try:
+        first = get()
+    finally:
+        sys.setprofile(None)
+    assert swaps == ["other", "back"]
+    return [first, *(get() for _ in range(3))]
+
+
+def test_a_client_certificate_swapped_in_only_while_the_build_loads_it_is_never_sent_again(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    """`ln -sfn` of the certificate and key to another client's and back exactly while
+    OpenSSL loads them: stock sends the other certificate on that connection only. A shared
+    context loaded from the paths kept sending it, since no stat sees a symlink swapped and
+    back; it is now loaded through descriptors open on the files the checks read."""
+    server = make_server(client_certs="required")
+    links = (tmp_path / "client.crt", tmp_path / "client.key")
+    aged(*pki.client_a.pair, *pki.client_b.pair)
+    stock, shim = stock_and_shim(
+        lambda: _client_swapped_during_first_load(
+            server.url, pki.bundle, links, pki.client_a.pair, pki.client_b.pair
+        )
+    )
+    assert stock == [("200", "client-b")] + [("200", "client-a")] * 3
+    # (the first: what the path named when the build read it, a moment before stock's load)
+    assert shim == [("200", "client-a")] * 4
+
+
+def test_a_client_certificate_that_cannot_be_loaded_through_its_descriptor_goes_to_stock(
+    make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No ``/proc/self/fd`` (a container without /proc, another system): the load through the
+    descriptors fails, which is the shim's failure, not the connection's; stock loads the paths
+    and sends the certificate, as it does without the shim."""
+    from _requests_fastssl import _contexts
+
+    @contextlib.contextmanager
+    def no_proc(checks: Any) -> Iterator[list[str]]:
+        yield [f"/nonexistent/proc/self/fd/{n}" for n in range(len(checks))]
+
+    monkeypatch.setattr(_contexts, "pinned", no_proc)
+    server = make_server(client_certs="required")
+
+    def calls() -> list[Any]:
+        requests_fastssl.clear()
+        return [
+            outcome(lambda: requests.get(server.url, verify=pki.bundle, cert=pki.client_a.pair))
+            for _ in range(2)
+        ]
+
+    before = requests_fastssl.stats()
+    stock, shim = stock_and_shim(calls)
+    after = requests_fastssl.stats().since(before)
+    assert stock == shim == [("200", "client-a")] * 2
+    assert (after.contexts_built, after.build_failures, after.connections) == (0, 1, 0)
+    assert after.step_aside_reasons == {"build-failed": 2}
+
+
+_CLIENT_RUN = """
+import json, os, sys, threading
+import requests, requests_fastssl
+
+def get():
+    try:
+        r = requests.get(URL, verify=BUNDLE, cert=CERT, headers={"Connection": "close"})
+        return [str(r.status_code), r.json()["client_cn"]]
+    except Exception as exc:
+        return [type(exc).__name__, str(exc)]
+
+def twice():
+    return [get(), get()]
+
+requests_fastssl.uninstall()
+stock = RUN()
+requests_fastssl.install()
+shim = RUN()
+stats = requests_fastssl.stats()
+print(json.dumps([stock, shim, stats.contexts_built, stats.step_aside_reasons]))
+"""
+
+
+def _client_run(pki: PKI, url: str, prelude: str, run: str, argv: list[str] | None = None) -> Any:
+    """Stock's and the shim's outcomes of ``run`` (a function of the script, after
+    ``prelude``) in a fresh interpreter, with client-a's certificate and key."""
+    names = f"URL, BUNDLE, CERT = {url!r}, {pki.bundle!r}, {pki.client_a.pair!r}\n"
+    code = names + textwrap.dedent(prelude) + _CLIENT_RUN.replace("RUN()", f"{run}()")
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [*(argv or []), sys.executable, "-c", code],
+        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.subprocess
+def test_a_thread_with_its_own_file_table_presents_the_named_client_certificate(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    """A thread that called unshare(CLONE_FILES) has a descriptor table of its own: in it,
+    /proc/self/fd/N names the main thread's descriptor N, here client-b's certificate and key
+    at every free number. The load goes through /proc/thread-self/fd: client-a, as stock."""
+    server = make_server(client_certs="required")
+    prelude = f"""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        def own_table():
+            got, ready, go = [], threading.Event(), threading.Event()
+
+            def worker():
+                if libc.unshare(0x400) != 0:  # CLONE_FILES
+                    got.append(["refused", ctypes.get_errno()])
+                ready.set()
+                go.wait()
+                got.extend(twice())
+
+            thread = threading.Thread(target=worker)
+            thread.start()
+            ready.wait()
+            source, copies = os.open({pki.client_b.combined!r}, os.O_RDONLY), []
+            for n in range(3, 256):
+                try:
+                    os.fstat(n)
+                except OSError:
+                    os.dup2(source, n)
+                    copies.append(n)
+            go.set()
+            thread.join()
+            for n in copies + [source]:
+                os.close(n)
+            return got
+    """
+    stock, shim, built, _ = _client_run(pki, server.url, prelude, "own_table")
+    if stock[0][0] == "refused":
+        # A seccomp policy (a container's default) that forbids unshare(): no thread here
+        # can have a descriptor table of its own, so the case cannot arise on this machine.
+        pytest.skip(f"unshare refused ({stock[0]}): no thread can have a table of its own")
+    assert stock == [["200", "client-a"]] * 2
+    assert shim == stock
+    assert built == 1
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("entries", ["symlinks", "files"])
+def test_a_proc_that_is_not_procfs_leaves_client_certificates_to_stock(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path, entries: str
+) -> None:
+    """A /proc that is a plain directory (a hostile container's, here bind-mounted in a
+    mount namespace of the test's own) whose thread-self/fd entries name client-b's files:
+    procfs's links are symlinks of mode 0500, which no other file system makes; anything
+    else there, and stock loads the paths the caller gave."""
+    server = make_server(client_certs="required")
+    for n, table in itertools.product(range(3, 256), ("self", "thread-self")):
+        entry = tmp_path / "proc" / table / "fd" / str(n)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        if entries == "symlinks":
+            entry.symlink_to(pki.client_b.combined)
+        else:
+            entry.write_bytes(Path(pki.client_b.combined).read_bytes())
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    mount = f'mount --make-rprivate / && mount --bind {tmp_path / "proc"} /proc && exec "$@"'
+    argv = ["unshare", "-m" if root else "-rm", "sh", "-c", mount, "sh"]
+    probe = subprocess.run([*argv, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        # Neither root nor user namespaces (a container's seccomp policy): nothing on this
+        # machine can put another file system at /proc for this process.
+        pytest.skip(f"no mount namespace here: {probe.stderr.strip()}")
+    stock, shim, built, reasons = _client_run(pki, server.url, "", "twice", argv)
+    assert stock == [["200", "client-a"]] * 2
+    assert shim == stock
+    assert (built, reasons) == (0, {"build-failed": 2})
+
+
+class _PoolResponse:
+    """What ``outcome`` reads of a response, from urllib3's own request."""
+
+    def __init__(self, pool: Any, url: str) -> None:
+        response = pool.request("GET", url, retries=False)
+        self.status_code, self.body = response.status, response.data
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@pytest.mark.parametrize("which", ["verify", "key"])
+def test_a_descriptor_number_for_a_trust_file_is_left_to_stock(
+    make_server: ServerFactory, pki: PKI, which: str
+) -> None:
+    """An int where a path goes (an open descriptor of the file): stock's load refuses it
+    (TypeError), where the checks read it as a descriptor, and closed it (a CA bundle so read
+    was trusted; a key's descriptor was gone for urllib3's own read). Only paths are read."""
+    server = make_server(client_certs="optional")
+
+    def calls() -> list[Any]:
+        requests_fastssl.clear()
+        fd = os.open(pki.bundle if which == "verify" else pki.client_a.key, os.O_RDONLY)
+        try:
+            if which == "verify":  # (requests refuses an int itself: urllib3 takes it)
+                pool: Any = urllib3.PoolManager(ca_certs=fd)
+                got = outcome(lambda: cast(Any, _PoolResponse(pool, server.url)))
+            else:
+                cert: Any = (pki.client_a.cert, fd)
+                got = outcome(lambda: requests.get(server.url, verify=pki.bundle, cert=cert))
+            open_after = os.path.exists(f"/proc/self/fd/{fd}")
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        return [got, open_after]
+
+    stock, shim = stock_and_shim(calls)
+    assert stock[0][0] == "TypeError", stock
+    assert shim == stock
+
+
+def test_a_client_file_is_loaded_only_as_the_file_its_check_read(pki: PKI, tmp_path: Path) -> None:
+    """The descriptors a client certificate is loaded through: refused if the path names
+    another file than the one read, or if the file is written before the load ends (ctime)."""
+    from _requests_fastssl._files import pinned, read_checks
+
+    link = tmp_path / "client.crt"
+    _point(link, Path(pki.client_a.cert))
+    checks = read_checks((str(link),))
+    assert checks is not None
+    with pinned(checks) as names:
+        assert Path(names[0]).read_bytes() == Path(pki.client_a.cert).read_bytes()
+    _point(link, Path(pki.client_b.cert))
+    with pytest.raises(OSError, match="not the one read"), pinned(checks):
+        pass
+    _point(link, Path(pki.client_a.cert))
+    with pytest.raises(OSError, match="written while it was loaded"), pinned(checks):
+        os.chmod(pki.client_a.cert, os.stat(pki.client_a.cert).st_mode)  # (ctime moves)
 
 
 def _self_signed_leaf(name: str) -> tuple[bytes, bytes]:

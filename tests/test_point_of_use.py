@@ -362,16 +362,17 @@ CREDENTIALS = {"geteuid", "getegid"}
                     reason="strace is installed by .ci/run")  # fmt: skip
 def test_no_system_call_that_stock_never_makes(pki: PKI) -> None:
     """A seccomp allow-list recorded from a stock run holds for the shim: every system call
-    the shimmed requests make (first connection, build included, then new connections),
-    stock's made too."""
-    body = """
+    the shimmed requests make (first connection, build included, then new connections, with
+    a client certificate too: loaded through /proc/thread-self/fd), stock's made too."""
+    body = f"""
         import sys
         if sys.argv[-1] == "stock":
             requests_fastssl.uninstall()
         s = requests.Session()
         sys.stdout.write("START\\n"); sys.stdout.flush()
-        for _ in range(3):
-            assert s.get(url, verify=bundle, headers={"Connection": "close"}).status_code == 200
+        for cert in (None, None, None, {pki.client_a.pair!r}, {pki.client_a.pair!r}):
+            got = s.get(url, verify=bundle, cert=cert, headers={{"Connection": "close"}})
+            assert got.status_code == 200
         assert requests.get(url, verify=False).status_code == 200
         server.stop()
     """
