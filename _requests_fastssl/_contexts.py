@@ -190,10 +190,9 @@ def build(
             given = (names[0], key_file and names[-1], *(() if password is None else (password,)))
             try:
                 _stock(ctx.load_cert_chain, *given)
-            except StockError as failed:  # (SSLError: the bytes', as stock's; else no /proc)
-                error = failed.error
-                if pins and isinstance(error, OSError) and not isinstance(error, ssl.SSLError):
-                    raise OSError(f"not loaded through {pins}: {error}") from None
+            except StockError as err:  # (SSLError: the bytes', as stock's; else no /proc)
+                if pins and isinstance(err.error, OSError) and type(err.error) is not ssl.SSLError:
+                    raise OSError(f"not loaded through {pins}: {err.error}") from None
                 raise
     _stock(ctx.set_alpn_protocols, list(alpn))
     # urllib3 reads this from a context it is given (and decides itself for one it made):

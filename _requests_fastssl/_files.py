@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from io import FileIO
 from itertools import pairwise
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "LARGEST", "RACY_WINDOW_NS", "FileCheck", "credentials", "pinned", "propagate", "read_checks"
@@ -34,7 +34,7 @@ LARGEST = 8 << 20
 RACY_WINDOW_NS = 2_000_000_000
 
 
-def propagate(exc: BaseException) -> bool:
+def propagate(exc: BaseException) -> Literal[False]:
     """Raise ``exc`` again where stock's code would raise it too: what a signal handler raised
     (a frame called with a signal number and a frame), whatever its class, and anything not an
     Exception, MemoryError and RecursionError, unless an audit hook raised it for an ``open`` of
@@ -43,9 +43,8 @@ def propagate(exc: BaseException) -> bool:
     tb, audit = exc.__traceback__, False
     while tb is not None:
         values = [tb.tb_frame.f_locals.get(n) for n in tb.tb_frame.f_code.co_varnames[:3]]
-        if any(
-            type(a) is int and a in signals and type(b) is FrameType for a, b in pairwise(values)
-        ):
+        flat = [x for v in values for x in (v if type(v) is tuple else (v,))]  # (*args)
+        if any(type(a) is int and a in signals and type(b) is FrameType for a, b in pairwise(flat)):
             raise exc
         audit = audit or (
             values[:1] == ["open"] and len(values) > 1 and isinstance(values[1], tuple)

@@ -22,46 +22,44 @@ class Reason(enum.Enum):
 
     # fmt: off
     OWN_CONTEXT = ("own-context", "the connection was given an SSLContext (an adapter's, a "
-                                  "proxy's, botocore's, requests 2.32.0-2.32.4's): never shared; "
-                                  "stock loads a CA file into it once per contents")
+        "proxy's, botocore's, requests 2.32.0-2.32.4's): never shared; stock loads a CA file into "
+        "it once per contents")
     CA_DIRECTORY = ("ca-directory", "verify names a CA directory: OpenSSL reads its entries "
-                                    "lazily at each handshake, with the rights of that moment")
+        "lazily at each handshake, with the rights of that moment")
     DEFAULT_STORE = ("default-store", "verification with no CA file: the system store, whose "
-                                      "directory OpenSSL reads lazily at each handshake")
+        "directory OpenSSL reads lazily at each handshake")
     CONTEXT_CLASS = ("context-class", "urllib3's SSLContext is not the standard library's "
-                                      "(pyOpenSSL, truststore, a green library's subclass)")
+        "(pyOpenSSL, truststore, a green library's subclass)")
     CONTEXT_PATCHED = ("context-patched", "a method or attribute of ssl.SSLContext was replaced "
-                                          "(it would run once per build, not once per connection)")
+        "(it would run once per build, not once per connection)")
     DEPRECATED_VERSION = ("deprecated-version", "a TLS version bound ssl deprecates: setting it "
-                                                "warns, on every connection in stock")
+        "warns, on every connection in stock")
     URLLIB3_REPLACED = ("urllib3-replaced", "create_urllib3_context or ssl_wrap_socket is not "
-                                            "urllib3's own function (a wrapper or a replacement "
-                                            "may do anything)")
+        "urllib3's own function (a wrapper or a replacement may do anything)")
     LAYER_BELOW = ("layer-below", "what the shim calls is not urllib3's own set-up but another "
-                                  "layer (an APM's or a start-up hook's wrapper): it gets the "
-                                  "caller's inputs untouched")
+        "layer (an APM's or a start-up hook's wrapper): it gets the caller's inputs untouched")
     SETTINGS_CHANGED = ("settings-changed", "a urllib3 setting or the environment changed while "
-                                            "the context was built or used (ALPN switched by "
-                                            "another thread): stock for this connection")
+        "the context was built or used (ALPN switched by another thread): stock for this "
+        "connection")
     SSL_VERSION = ("ssl-version", "ssl_version names one protocol version (deprecated): urllib3 "
-                                  "warns on every connection")
+        "warns on every connection")
     KEY_LOG = ("key-log", "SSLKEYLOGFILE is set: a context opens the file when it is made, and "
-                          "stock writes to whatever file has the name at each connection")
+        "stock writes to whatever file has the name at each connection")
     KEY_PASSWORD_CALLABLE = ("key-password-callable", "key_password is a callable: OpenSSL asks "
-                                                      "it at every load and its answer may change")
+        "it at every load and its answer may change")
     UNHASHABLE_SETTING = ("unhashable-setting", "an input or urllib3 setting cannot be keyed")
     NOT_A_FILE = ("not-a-file", "a CA or certificate file is missing, unreadable, over 8 MiB or "
-                                "not a regular file (a pipe is read once, by stock)")
+        "not a regular file (a pipe is read once, by stock)")
     BUILD_FAILED = ("build-failed", "the context could not be built (malformed file, wrong "
-                                    "password): stock raises its own error")
+        "password): stock raises its own error")
     FILE_CHANGED = ("file-changed", "a file changed while its context was built")
     REENTRANT = ("reentrant", "this thread is already building that context (a signal handler or "
-                              "a hook made a request from inside the build)")
+        "a hook made a request from inside the build)")
     WAIT_TIMEOUT = ("wait-timeout", "another thread's build of the same context did not end "
-                                    "within the bound")
+        "within the bound")
     CALL_SHAPE = ("call-shape", "urllib3 called its set-up with arguments the shim does not know")
     URLLIB3_1 = ("urllib3-1.26", "urllib3 1.26 builds a context per connection object: the shim "
-                                 "leaves it stock")
+        "leaves it stock")
     INTERNAL_ERROR = ("internal-error", "a bug in the shim (logged with a traceback)")
     # fmt: on
 
@@ -220,6 +218,12 @@ def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
     cert_file, key_file, password = inputs["cert_file"], inputs["key_file"], inputs["key_password"]
     if callable(password):
         return Reason.KEY_PASSWORD_CALLABLE
+    try:  # (the key and the checks from one reading of a path object: it may name another)
+        ca_certs, cert_file, key_file = (
+            (n and os.fspath(n)) or n for n in (ca_certs, cert_file, key_file)
+        )
+    except TypeError as exc:  # (an int is a descriptor: stock's loads refuse it)
+        return propagate(exc) or Reason.NOT_A_FILE
     taken = settings.snapshot()
     if isinstance(taken, Reason):
         return taken

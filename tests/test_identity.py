@@ -11,10 +11,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -786,6 +788,83 @@ def test_a_descriptor_number_for_a_trust_file_is_left_to_stock(
 
     stock, shim = stock_and_shim(calls)
     assert stock[0][0] == "TypeError", stock
+    assert shim == stock
+
+
+class _MovablePath:
+    """A path object whose ``__fspath__`` follows an attribute (a config object, a rotating
+    credentials holder): the same object, hashed by identity, names another file later."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __fspath__(self) -> str:
+        return self.path
+
+
+def test_a_path_object_that_names_another_file_later_presents_that_file(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    """Stock reads ``__fspath__`` at each load. The key and the checks now come from one
+    reading of it in the decision; the checks once kept the first file's name under a key
+    that stayed the object's, and the first certificate was sent again."""
+    server = make_server(client_certs="required")
+
+    def calls() -> list[Any]:
+        requests_fastssl.clear()
+        cert = _MovablePath(pki.client_a.combined)
+        got = []
+        pair: Any = (cert, None)  # (requests takes a non-str as a (cert, key) pair)
+        for target in (pki.client_a, pki.client_b, pki.client_a):
+            cert.path = target.combined
+            got.append(outcome(lambda: requests.get(server.url, verify=pki.bundle, cert=pair)))
+        return got
+
+    stock, shim = stock_and_shim(calls)
+    assert stock == [("200", "client-a"), ("200", "client-b"), ("200", "client-a")]
+    assert shim == stock
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="POSIX signals")
+def test_a_signal_handler_taking_args_raises_through_the_checks(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    """A timeout handler written ``def handler(*args)`` that raises an Exception of its own,
+    fired at the first system call of the TLS set-up (the checks' stat in the shim, the load
+    in stock): the request raises it in both. The checks took only a handler's frame with a
+    signal number and a frame in its first locals for a signal's, and this one's exception
+    for theirs: the request then succeeded through stock."""
+
+    class Timeout(Exception):
+        pass
+
+    def handler(*args: Any) -> None:
+        raise Timeout("deadline")
+
+    server = make_server()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        name = getattr(arg, "__name__", "")
+        ours = name == "stat" and "_requests_fastssl" in frame.f_code.co_filename
+        if event == "c_call" and (ours or name == "load_verify_locations"):
+            sys.setprofile(None)
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+
+    def calls() -> Any:
+        requests_fastssl.clear()
+        sys.setprofile(profile)
+        try:
+            return outcome(lambda: requests.get(server.url, verify=pki.bundle, headers=CLOSE))
+        finally:
+            sys.setprofile(None)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        stock, shim = stock_and_shim(calls)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert stock[0].endswith(".Timeout")
+    assert stock[1] == "deadline"
     assert shim == stock
 
 
