@@ -136,14 +136,20 @@ def session_with(adapter: requests.adapters.HTTPAdapter) -> requests.Session:
 
 
 def run_python(
-    code: str, *, env: dict[str, str] | None = None, check: bool = True, stderr: bool = False
+    code: str,
+    *,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    stderr: bool = False,
+    prefix: tuple[str, ...] = (),
 ) -> str:
-    """Run ``code`` in a fresh interpreter (import order matters there); returns stdout
-    (followed by stderr with ``stderr=True``)."""
+    """Run ``code`` in a fresh interpreter (import order matters there), under the command
+    ``prefix`` if given (``unshare ...``); returns stdout (followed by stderr with
+    ``stderr=True``)."""
     full_env = clean_env()
     full_env.update(env or {})
     proc = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code)],
+        [*prefix, sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         env=full_env,
@@ -257,3 +263,42 @@ def interrupted_at(n: int, codes: set[Any], call: Callable[[], object]) -> int:
     finally:
         sys.settrace(None)
     return seen[0]
+
+
+# For a script run in a fresh interpreter (after ``import os, threading``): ``in_own_table(f,
+# holder)`` runs ``f()`` in a thread that called unshare(CLONE_FILES), a descriptor table of
+# its own, while the main thread holds ``holder`` at every free descriptor number: there
+# /proc/self/fd/N names the main thread's N. Gives f's result, or ["refused", errno] where
+# unshare is forbidden (a container's seccomp policy).
+IN_OWN_FILE_TABLE = """
+import ctypes as _ctypes
+
+def in_own_table(f, holder):
+    libc = _ctypes.CDLL(None, use_errno=True)
+    got, ready, go = [], threading.Event(), threading.Event()
+
+    def worker():
+        if libc.unshare(0x400) != 0:  # CLONE_FILES
+            got.append(["refused", _ctypes.get_errno()])
+            ready.set()
+            return
+        ready.set()
+        go.wait()
+        got.extend(f())
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    ready.wait()
+    source, copies = os.open(holder, os.O_RDONLY), []
+    for n in range(3, 256):
+        try:
+            os.fstat(n)
+        except OSError:
+            os.dup2(source, n)
+            copies.append(n)
+    go.set()
+    thread.join()
+    for n in copies + [source]:
+        os.close(n)
+    return got
+"""

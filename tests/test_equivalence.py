@@ -27,6 +27,7 @@ import urllib3.util.ssl_
 from adapters import KwargsAdapter
 from requests.adapters import HTTPAdapter
 from support import (
+    IN_OWN_FILE_TABLE,
     PKI,
     ROOT,
     URLLIB3_1,
@@ -902,58 +903,38 @@ def test_a_thread_with_its_own_file_table_loads_the_named_file(
     In a fresh interpreter: the test fills a file table."""
     trusted, rogue = make_server(), make_server(ca=pki.rogue_ca)
     out = run_python(
-        f"""
-        import ctypes, json, os, threading
-        import requests, requests_fastssl
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        CLONE_FILES = 0x400
-
-        def run():
-            got, ready, go = [], threading.Event(), threading.Event()
-
-            def worker():
-                if libc.unshare(CLONE_FILES) != 0:
-                    got.append(f"unshare refused: errno {{ctypes.get_errno()}}")
-                    ready.set()
-                    return
-                ready.set()
-                go.wait()
+        "import json, os, threading\nimport requests, requests_fastssl\n"
+        + IN_OWN_FILE_TABLE
+        + textwrap.dedent(
+            f"""
+            def requests_there():
+                got = []
                 for url in ({trusted.url!r}, {rogue.url!r}):
                     try:
                         status = requests.get(url, verify={pki.bundle!r}).status_code
                         got.append(str(status))
                     except requests.exceptions.SSLError:
                         got.append("SSLError")
+                return got
 
-            thread = threading.Thread(target=worker)
-            thread.start()
-            ready.wait()
-            source, copies = os.open({pki.rogue_bundle!r}, os.O_RDONLY), []
-            for n in range(3, 256):
-                try:
-                    os.fstat(n)
-                except OSError:
-                    os.dup2(source, n)
-                    copies.append(n)
-            go.set()
-            thread.join()
-            for n in copies + [source]:
-                os.close(n)
-            return got
+            def run():
+                return in_own_table(requests_there, {pki.rogue_bundle!r})
 
-        requests_fastssl.uninstall()
-        stock = run()
-        requests_fastssl.install()
-        shim = run()
-        print(json.dumps([stock, shim, requests_fastssl.stats().contexts_built]))
-        """
+            requests_fastssl.uninstall()
+            stock = run()
+            requests_fastssl.install()
+            shim = run()
+            print(json.dumps([stock, shim, requests_fastssl.stats().contexts_built]))
+            """
+        )
     )
     stock, shim, built = json.loads(out.strip().splitlines()[-1])
-    if stock and stock[0].startswith("unshare refused"):
+    if stock and stock[0][0] == "refused":
         # A seccomp policy (a container's default) that forbids unshare(): no thread here
         # can have a file table of its own, so the case cannot arise on this machine.
-        pytest.skip(f"{stock[0]}: threads with their own file table cannot exist here")
+        pytest.skip(
+            f"unshare refused {stock[0]}: threads with their own file table cannot exist here"
+        )
     assert stock == ["200", "SSLError"]
     assert shim == stock
     assert built == 1  # shared, from the right file

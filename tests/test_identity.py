@@ -25,12 +25,14 @@ import pytest
 import requests
 import urllib3
 from support import (
+    IN_OWN_FILE_TABLE,
     PKI,
     ROOT,
     ServerFactory,
     aged,
     clean_env,
     outcome,
+    run_python,
     same_size,
     stock_and_shim,
     two_bundles,
@@ -656,19 +658,12 @@ print(json.dumps([stock, shim, stats.contexts_built, stats.step_aside_reasons]))
 """
 
 
-def _client_run(pki: PKI, url: str, prelude: str, run: str, argv: list[str] | None = None) -> Any:
+def _client_run(pki: PKI, url: str, prelude: str, run: str, prefix: tuple[str, ...] = ()) -> Any:
     """Stock's and the shim's outcomes of ``run`` (a function of the script, after
     ``prelude``) in a fresh interpreter, with client-a's certificate and key."""
     names = f"URL, BUNDLE, CERT = {url!r}, {pki.bundle!r}, {pki.client_a.pair!r}\n"
     code = names + textwrap.dedent(prelude) + _CLIENT_RUN.replace("RUN()", f"{run}()")
-    env = clean_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [*(argv or []), sys.executable, "-c", code],
-        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(run_python(code, prefix=prefix).strip().splitlines()[-1])
 
 
 @pytest.mark.subprocess
@@ -679,36 +674,12 @@ def test_a_thread_with_its_own_file_table_presents_the_named_client_certificate(
     /proc/self/fd/N names the main thread's descriptor N, here client-b's certificate and key
     at every free number. The load goes through /proc/thread-self/fd: client-a, as stock."""
     server = make_server(client_certs="required")
-    prelude = f"""
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-
+    prelude = IN_OWN_FILE_TABLE + textwrap.dedent(
+        f"""
         def own_table():
-            got, ready, go = [], threading.Event(), threading.Event()
-
-            def worker():
-                if libc.unshare(0x400) != 0:  # CLONE_FILES
-                    got.append(["refused", ctypes.get_errno()])
-                ready.set()
-                go.wait()
-                got.extend(twice())
-
-            thread = threading.Thread(target=worker)
-            thread.start()
-            ready.wait()
-            source, copies = os.open({pki.client_b.combined!r}, os.O_RDONLY), []
-            for n in range(3, 256):
-                try:
-                    os.fstat(n)
-                except OSError:
-                    os.dup2(source, n)
-                    copies.append(n)
-            go.set()
-            thread.join()
-            for n in copies + [source]:
-                os.close(n)
-            return got
-    """
+            return in_own_table(twice, {pki.client_b.combined!r})
+        """
+    )
     stock, shim, built, _ = _client_run(pki, server.url, prelude, "own_table")
     if stock[0][0] == "refused":
         # A seccomp policy (a container's default) that forbids unshare(): no thread here
@@ -738,13 +709,13 @@ def test_a_proc_that_is_not_procfs_leaves_client_certificates_to_stock(
             entry.write_bytes(Path(pki.client_b.combined).read_bytes())
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     mount = f'mount --make-rprivate / && mount --bind {tmp_path / "proc"} /proc && exec "$@"'
-    argv = ["unshare", "-m" if root else "-rm", "sh", "-c", mount, "sh"]
-    probe = subprocess.run([*argv, "true"], capture_output=True, text=True)
+    prefix = ("unshare", "-m" if root else "-rm", "sh", "-c", mount, "sh")
+    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         # Neither root nor user namespaces (a container's seccomp policy): nothing on this
         # machine can put another file system at /proc for this process.
         pytest.skip(f"no mount namespace here: {probe.stderr.strip()}")
-    stock, shim, built, reasons = _client_run(pki, server.url, "", "twice", argv)
+    stock, shim, built, reasons = _client_run(pki, server.url, "", "twice", prefix)
     assert stock == [["200", "client-a"]] * 2
     assert shim == stock
     assert (built, reasons) == (0, {"build-failed": 2})
