@@ -190,7 +190,7 @@ def build(
             given = (names[0], key_file and names[-1], *(() if password is None else (password,)))
             try:
                 _stock(ctx.load_cert_chain, *given)
-            except StockError as err:  # (SSLError: the bytes', as stock's; else no /proc)
+            except StockError as err:  # (SSLError: the bytes', as stock's; else a failed reopen)
                 if pins and isinstance(err.error, OSError) and type(err.error) is not ssl.SSLError:
                     raise OSError(f"not loaded through {pins}: {err.error}") from None
                 raise
