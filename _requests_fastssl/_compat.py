@@ -56,7 +56,6 @@ def unsupported_reason() -> str | None:
 
         if IDENTIFIED is None:
             return "the standard library's ssl.SSLContext could not be identified from ssl.py"
-
         set_up = getattr(urllib3.connection, "_ssl_wrap_socket_and_match_hostname", None)
         try:
             params = set(inspect.signature(set_up).parameters)  # type: ignore[arg-type]

@@ -3,9 +3,8 @@ connection one ``stat`` (its identity: device, inode, size, timestamps, mode, ow
 process's credentials, compared with those last found; the contents are read and compared by
 digest only when they differ, or while the file is racily clean. Reads go through a raw
 ``FileIO`` (only the system calls OpenSSL's load makes; it owns its descriptor, so an exception
-at any bytecode closes it). Why: docs/design.md, File checks. Whatever the checks raise means
-"stock"; only ``MemoryError`` and ``RecursionError`` propagate.
-"""
+at any bytecode closes it). Why: docs/design.md, File checks. An error of the checks means
+"stock"; what stock's code would raise too propagates (``propagate``)."""
 
 from __future__ import annotations
 

@@ -131,14 +131,10 @@ _loaded: weakref.WeakKeyDictionary[Any, FileCheck] = weakref.WeakKeyDictionary()
 
 
 def _eligible(ctx: Any, inputs: dict[str, Any]) -> bool:
-    return (
-        type(ctx) is GENUINE_CONTEXT
-        and GENUINE_CONTEXT.load_verify_locations is _GENUINE_LOAD
-        and "load_verify_locations" not in getattr(ctx, "__dict__", {})
-        and bool(inputs["ca_certs"])
-        and not inputs["ca_cert_dir"]
-        and inputs["ca_cert_data"] is None
-    )
+    return (type(ctx) is GENUINE_CONTEXT and GENUINE_CONTEXT.load_verify_locations is _GENUINE_LOAD
+            and "load_verify_locations" not in getattr(ctx, "__dict__", {})
+            and bool(inputs["ca_certs"]) and not inputs["ca_cert_dir"]
+            and inputs["ca_cert_data"] is None)  # fmt: skip
 
 
 def loaded_already(inputs: dict[str, Any]) -> bool:

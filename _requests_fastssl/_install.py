@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["STATE", "activate", "clear", "install", "stats", "status", "uninstall"]
 
 ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
+_BEING_IMPORTED = (
+    "urllib3 was being imported when install() ran; call install() again once it is imported"
+)
 
 
 def _debug(message: str, *args: Any) -> None:
@@ -86,13 +89,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
                 # Being run right now, in this thread (an import hook of another library) or
                 # another, past our hook: never waited for (that import may wait for this
                 # thread, or fail). It stays stock; install() again once it is imported.
-                STATE.phase, STATE.reason = (
-                    "pending",
-                    (
-                        "urllib3 was being imported when install() ran; call install() again "
-                        "once it is imported"
-                    ),
-                )
+                STATE.phase, STATE.reason = "pending", _BEING_IMPORTED
     if STATE.active and not was_active:
         _warm_from_env()  # outside the lock: a build takes tens of milliseconds
 

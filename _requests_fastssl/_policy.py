@@ -5,6 +5,7 @@ the registry key and the files to check, or the ``Reason`` for stock (docs/desig
 from __future__ import annotations
 
 import enum
+import operator
 import os
 import ssl
 import types
@@ -112,6 +113,11 @@ def _frozen(value: Any) -> Hashable:
     return (type(value), value)  # (typed: 0 == False, 771.0 == TLSv1_2; urllib3 tells apart)
 
 
+def _fixed(value: Any) -> bool:  # (whether _frozen stands for the value by identity alone)
+    seq = isinstance(value, tuple)
+    return all(map(_fixed, value)) if seq else not isinstance(value, list | Mapping)
+
+
 class _Secret(tuple):  # type: ignore[type-arg]
     """A key password in a registry key: compared and hashed, never shown in a repr."""
 
@@ -133,7 +139,8 @@ class Settings:
         # every connection goes to stock, urllib3-replaced; nothing to read here)
         code, space = getattr(factory, "__code__", None), getattr(factory, "__globals__", {})
         names = getattr(code, "co_names", ())
-        self.factory_globals = tuple(name for name in names if name in space)
+        self.globals = tuple(name for name in names if name in space)
+        self._memo: tuple[list[Any], tuple[Any, ...]] = ([], ())  # (snapshot's probe, key)
 
     def snapshot(self) -> Reason | tuple[tuple[Hashable, ...], tuple[Any, ...]]:
         """The settings' part of the key and its ALPN list: one reading, the build's too."""
@@ -150,16 +157,18 @@ class Settings:
         space = factory.__globals__
         try:
             alpn = tuple(ssl_.ALPN_PROTOCOLS)  # (one copy: a list changed in place stays apart)
-            return (
-                factory,
-                _frozen(factory.__defaults__),
-                _frozen(factory.__kwdefaults__),
-                connection.resolve_cert_reqs,
-                connection.resolve_ssl_version,
-                ssl_.HAS_NEVER_CHECK_COMMON_NAME,
-                _frozen(alpn),
-                *(_frozen(space.get(name)) for name in self.factory_globals),
-            ), alpn
+            read = (factory, connection.resolve_cert_reqs, connection.resolve_ssl_version,
+                    ssl_.HAS_NEVER_CHECK_COMMON_NAME, factory.__defaults__,
+                    factory.__kwdefaults__, *map(space.get, self.globals))  # fmt: skip
+            # All that freezing them reads, by identity (dicts: what they hold), as the memo
+            # found it, fixed then: the same freezing (cold, it took 30 of a set-up's 130 us).
+            held = [x for d in read if type(d) is dict for x in (len(d), *d, *d.values())]
+            probe = [*read, len(alpn), *alpn, *held]
+            memo = self._memo
+            if not (len(probe) == len(memo[0]) and all(map(operator.is_, probe, memo[0]))):
+                fixed = _fixed((*held, *alpn)) and all(type(v) is dict or _fixed(v) for v in read)
+                memo = self._memo = (probe if fixed else [], (*map(_frozen, read), _frozen(alpn)))
+            return memo[1], alpn
         except (TypeError, ValueError) as exc:  # (ValueError: a writable memoryview)
             propagate(exc)
             return Reason.UNHASHABLE_SETTING
@@ -176,11 +185,10 @@ def _deprecated(version: Any) -> bool:
 
 
 def _no_version(version: Any, settings: Settings) -> bool | Reason:
-    """Whether urllib3's factory treats this ssl_version as none at all: PROTOCOL_TLS or
-    PROTOCOL_TLS_CLIENT (requests-toolbelt's SSLAdapter passes one), by the very test it makes,
-    ``ssl_version not in (None, PROTOCOL_TLS, PROTOCOL_TLS_CLIENT)``, on the resolved value and
-    with the names of its own module. Then the context is the one for None, and nothing warns.
-    A factory that is not urllib3's own decides what the version means: ``URLLIB3_REPLACED``."""
+    """Whether urllib3's factory treats this ssl_version as none at all (PROTOCOL_TLS or _CLIENT:
+    requests-toolbelt's SSLAdapter passes one), by its own test on the resolved value, with its
+    module's names: then the context is the one for None, and nothing warns. A factory not
+    urllib3's own decides what the version means: ``URLLIB3_REPLACED``."""
     try:
         factory = settings.ssl_.create_urllib3_context
         if not is_genuine_function(factory, settings.ssl_):

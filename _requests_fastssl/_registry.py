@@ -1,8 +1,8 @@
 """Key -> shared context: built once per key, LRU-bounded, counted; blind to requests/urllib3.
-Waits for a build are bounded and never on the waiter's own stack. No lock: each table change
-is one dictionary operation, whole under the interpreter, so an exception at any bytecode leaves
-nothing half-changed. A failed build is remembered while its files are unchanged. A forked
-child keeps its contexts but those another thread was in a handshake with, and no flights."""
+Waits for a build are bounded, never on the waiter's own stack. No lock: a table change is one
+dict operation, whole under the interpreter (an exception at any bytecode leaves nothing half
+done). A failed build is remembered while its files are unchanged. A forked child keeps its
+contexts (not those a thread was in a handshake with) and no flights."""
 
 from __future__ import annotations
 
@@ -31,9 +31,8 @@ WAIT_SECONDS = 5.0
 _log = logging.getLogger("requests_fastssl")
 # The clock for build_seconds as it is at import, unless a test's mock or freezegun is in its
 # place then (it would be called for ever after): a statistic is not worth a foreign call.
-_perf_counter = time.perf_counter
-if type(_perf_counter) is not types.BuiltinFunctionType:
-    _perf_counter = float  # (0.0: build_seconds stays 0)
+_perf_counter = time.perf_counter  # (else float: 0.0, build_seconds stays 0)
+_perf_counter = _perf_counter if type(_perf_counter) is types.BuiltinFunctionType else float
 Build = Callable[[tuple[FileCheck, ...]], Any]
 _COUNTERS = tuple(
     name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")

@@ -15,7 +15,7 @@ class State(enum.StrEnum):
     NOT_INSTALLED = "not-installed"  #: install() never called, or uninstall() called since
     DISABLED = "disabled"  #: REQUESTS_FASTSSL_DISABLE is set; install() did nothing
     PENDING = "pending"  #: installed; patches when urllib3 is imported
-    ACTIVE = "active"  #: requests is patched and contexts are shared
+    ACTIVE = "active"  #: urllib3 is patched and contexts are shared
     UNSUPPORTED = "unsupported"  #: requests/urllib3 cannot be patched safely; left stock
 
 
@@ -73,9 +73,8 @@ class Stats(NamedTuple):
     @property
     def seconds_saved(self) -> float:
         """An estimate: loads avoided times the mean time it took us to build a context."""
-        if not self.contexts_built:
-            return 0.0
-        return self.loads_avoided * self.build_seconds / self.contexts_built
+        built = self.contexts_built
+        return self.loads_avoided * self.build_seconds / built if built else 0.0
 
     def since(self, earlier: Stats) -> Stats:
         """The counters accumulated after ``earlier`` (``entries`` stays as it is now)."""

@@ -22,8 +22,7 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
     for an HTTPS URL; returns whether one is ready (imports requests). ``verify`` and ``cert``
     as in requests; with ``trust_env``, ``verify=True`` means ``REQUESTS_CA_BUNDLE`` /
     ``CURL_CA_BUNDLE`` when set. Bad settings raise what the request would (a missing bundle:
-    ``OSError``). False: not active, or it steps aside (``stats().step_aside_reasons``).
-    """
+    ``OSError``). False: not active, or it steps aside (``stats().step_aside_reasons``)."""
     import importlib
 
     # (not requests.adapters.X: in the program's `import requests` the package lacks it yet)

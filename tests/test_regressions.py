@@ -629,6 +629,75 @@ def test_r15_alpn_change_gets_a_new_context(
     }
 
 
+@pytest.mark.urllib3_2
+@pytest.mark.parametrize(
+    ("change", "new_context"),
+    [
+        ("alpn-items", True),  # the very list urllib3 and requests name, changed in place
+        ("alpn-equal-item", False),  # another str object, equal: the same key
+        ("table-value-as-int", True),  # TLSv1_2 -> 771, equal but typed apart (as urllib3 does)
+        ("table-entry-added", True),
+        ("table-equal-value", False),
+        ("factory-defaults-equal", False),  # a new tuple of the same values
+    ],
+)
+def test_a_setting_changed_in_place_is_a_new_key(
+    change: str,
+    new_context: bool,
+    make_server: ServerFactory,
+    default_bundle: str,
+    monkeypatch: pytest.MonkeyPatch,
+    shim: None,
+) -> None:
+    """urllib3's settings are read at every set-up and compared by identity with the last
+    reading (freezing them, cold, was a third of a decision); what a list or dict holds is
+    compared item by item, so a change in place is a new key, as a new object is."""
+    server = make_server()
+    assert requests.get(server.url).status_code == 200
+    built = requests_fastssl.stats().contexts_built
+    ssl_ = urllib3.util.ssl_
+    alpn, factory = ssl_.ALPN_PROTOCOLS, ssl_.create_urllib3_context
+    table: dict[Any, Any] = ssl_._SSL_VERSION_TO_TLS_VERSION
+    saved = list(alpn)
+    try:
+        if change == "alpn-items":
+            alpn[:] = ["h2", "http/1.1"]
+        elif change == "alpn-equal-item":
+            alpn[-1] = "".join(["http/", "1.1"])
+        elif change == "table-value-as-int":
+            monkeypatch.setitem(table, ssl.PROTOCOL_TLSv1_2, int(table[ssl.PROTOCOL_TLSv1_2]))
+        elif change == "table-entry-added":
+            monkeypatch.setitem(table, object(), ssl.TLSVersion.TLSv1_2)
+        elif change == "table-equal-value":
+            monkeypatch.setitem(table, ssl.PROTOCOL_TLSv1_2, ssl.TLSVersion.TLSv1_2)
+        else:
+            monkeypatch.setattr(factory, "__defaults__", (*(factory.__defaults__ or ()),))
+        assert requests.get(server.url).status_code == 200
+    finally:
+        alpn[:] = saved
+    assert requests_fastssl.stats().contexts_built == built + new_context
+    if change == "alpn-items":
+        assert {_ALPN[c] for c in shared_contexts()} == {("http/1.1",), ("h2", "http/1.1")}
+
+
+@pytest.mark.urllib3_2
+def test_a_dict_inside_a_setting_changed_in_place_is_a_new_key(
+    make_server: ServerFactory, default_bundle: str, monkeypatch: pytest.MonkeyPatch, shim: None
+) -> None:
+    """The items of urllib3's own dicts are compared by identity; a dict among them is no item
+    that identity can vouch for: each change inside it is a new key."""
+    server = make_server()
+    inner: dict[str, Any] = {"a": 1}
+    table: dict[Any, Any] = urllib3.util.ssl_._SSL_VERSION_TO_TLS_VERSION
+    monkeypatch.setitem(table, object(), inner)
+    built = []
+    for value in (1, 2, 2, ["x"]):
+        inner["a"] = value
+        assert requests.get(server.url).status_code == 200
+        built.append(requests_fastssl.stats().contexts_built)
+    assert [b - built[0] for b in built] == [0, 1, 1, 2]
+
+
 # --- errors are stock errors -------------------------------------------------------------------
 
 
