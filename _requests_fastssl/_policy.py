@@ -141,6 +141,9 @@ class Settings:
         names = getattr(code, "co_names", ())
         self.globals = tuple(name for name in names if name in space)
         self._memo: tuple[list[Any], tuple[Any, ...]] = ([], ())  # (snapshot's probe, key)
+        # (os.environ's own key: Mapping's `in` raises and catches a KeyError, 10 us cold)
+        self.environ = os.environ if type(os.environ) is os._Environ else None
+        self.keylog = self.environ and self.environ.encodekey("SSLKEYLOGFILE")
 
     def snapshot(self) -> Reason | tuple[tuple[Hashable, ...], tuple[Any, ...]]:
         """The settings' part of the key and its ALPN list: one reading, the build's too."""
@@ -152,7 +155,8 @@ class Settings:
             return Reason.CONTEXT_CLASS
         if not genuine_unpatched():
             return Reason.CONTEXT_PATCHED
-        if "SSLKEYLOGFILE" in os.environ:
+        known = (environ := os.environ) is self.environ and type(environ) is os._Environ
+        if self.keylog in environ._data if known else "SSLKEYLOGFILE" in environ:  # type: ignore[attr-defined]
             return Reason.KEY_LOG
         space = factory.__globals__
         try:

@@ -5,6 +5,7 @@ and with the shim, asserting the stock outcome both times. Names follow regressi
 from __future__ import annotations
 
 import functools
+import os
 import pickle
 import ssl
 import sys
@@ -348,21 +349,38 @@ def test_r8_where_patched_after_import(
     assert outcomes == ["SSLError", 200, "SSLError", 200]
 
 
+@pytest.mark.parametrize("how", ["setenv", "environ-replaced"])
 def test_r8_sslkeylogfile_after_import(
     mode: str,
+    how: str,
     make_server: ServerFactory,
     default_bundle: str,
     tmp_path: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Set in place or in an os.environ replaced by a plain dict (the shim looks the variable
+    up in os.environ's own table while os.environ is the object it found at activation)."""
+
+    def setenv(value: str | None) -> None:
+        if how == "setenv":
+            if value is None:
+                monkeypatch.delenv("SSLKEYLOGFILE")
+            else:
+                monkeypatch.setenv("SSLKEYLOGFILE", value)
+        else:
+            env = {k: v for k, v in os.environ.items() if k != "SSLKEYLOGFILE"}
+            monkeypatch.setattr(
+                os, "environ", env if value is None else {**env, "SSLKEYLOGFILE": value}
+            )
+
     server = make_server()
     assert requests.get(server.url).status_code == 200  # before the variable is set
     keylog = tmp_path / "keys.log"
-    monkeypatch.setenv("SSLKEYLOGFILE", str(keylog))
+    setenv(str(keylog))
     assert requests.get(server.url, headers=CLOSE).status_code == 200
     assert keylog.exists()
     assert keylog.stat().st_size > 0
-    monkeypatch.delenv("SSLKEYLOGFILE")
+    setenv(None)
     size = keylog.stat().st_size
     assert requests.get(server.url, headers=CLOSE).status_code == 200
     assert keylog.stat().st_size == size  # unset again: nothing more is logged
