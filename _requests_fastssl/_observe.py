@@ -129,9 +129,9 @@ def first_step_aside(reason: Reason) -> None:
 
 
 def report() -> None:
-    """The at-exit line of ``REQUESTS_FASTSSL_REPORT`` (a process that imported requests): here,
+    """The at-exit line of ``REQUESTS_FASTSSL_REPORT`` (a process that imported urllib3): here,
     as the core never imports the command line; written, not logged (logging may be shut down)."""
-    if "requests" not in sys.modules:  # a process that never used requests has nothing to say
+    if "urllib3.connection" not in sys.modules:  # (where the shim works: else nothing to say)
         return
     from ._state import STATE
     from ._status import Stats

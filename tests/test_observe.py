@@ -152,6 +152,15 @@ def test_report_switch_prints_the_counters_at_exit(pki: PKI, make_server: Server
     assert "1 TLS connection used shared contexts" in on.stderr
     off = _run(code, {"REQUESTS_FASTSSL_REPORT": "0"})
     assert "requests_fastssl report" not in off.stderr
+    # A program on urllib3 alone (boto3's way) is reported too: the shim serves it (issue 27).
+    alone = (
+        f"import requests_fastssl, sys, urllib3\n"
+        f"urllib3.PoolManager(ca_certs={pki.bundle!r}).request('GET', {server.url!r})\n"
+        f"assert 'requests' not in sys.modules"
+    )
+    proc = _run(alone, {"REQUESTS_FASTSSL_REPORT": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "1 TLS connection used shared contexts" in proc.stderr
 
 
 def test_stats_print_as_one_readable_line() -> None:
