@@ -97,7 +97,11 @@ INPUTS = frozenset((
 ))  # fmt: skip
 
 
-_PLAIN = (type(None), bool, int, float, str, bytes, enum.Enum, type, types.ModuleType)
+# Values that stand for themselves: by identity in a key (their exact types, and enum members,
+# in a memo of one: a subclass of theirs may hash by contents or become a Mapping).
+_PLAIN = (type(None), bool, int, float, str, bytes, type, types.ModuleType, types.FunctionType,
+          enum.Enum)  # fmt: skip
+_EXACT, _DICT = {*_PLAIN[:-1], enum.EnumType}, object()  # (_DICT: a dict read, its items next)
 
 
 def _frozen(value: Any) -> Hashable:
@@ -114,8 +118,9 @@ def _frozen(value: Any) -> Hashable:
 
 
 def _fixed(value: Any) -> bool:  # (whether _frozen stands for the value by identity alone)
-    seq = isinstance(value, tuple)
-    return all(map(_fixed, value)) if seq else not isinstance(value, list | Mapping)
+    if type(value) is tuple:
+        return all(map(_fixed, value))
+    return type(value) in _EXACT or isinstance(value, enum.Enum)
 
 
 class _Secret(tuple):  # type: ignore[type-arg]
@@ -161,16 +166,18 @@ class Settings:
         space = factory.__globals__
         try:
             alpn = tuple(ssl_.ALPN_PROTOCOLS)  # (one copy: a list changed in place stays apart)
-            read = (factory, connection.resolve_cert_reqs, connection.resolve_ssl_version,
+            read = [factory, connection.resolve_cert_reqs, connection.resolve_ssl_version,
                     ssl_.HAS_NEVER_CHECK_COMMON_NAME, factory.__defaults__,
-                    factory.__kwdefaults__, *map(space.get, self.globals))  # fmt: skip
-            # All that freezing them reads, by identity (dicts: what they hold), as the memo
-            # found it, fixed then: the same freezing (cold, it took 30 of a set-up's 130 us).
+                    factory.__kwdefaults__, *map(space.get, self.globals)]  # fmt: skip
+            read = [v.copy() if type(v) is dict else v for v in read]  # (one reading, in C)
+            # All that freezing them reads, and its types, by identity, as the memo found it,
+            # fixed then: the same freezing (cold, it took 30 of a set-up's 130 us).
             held = [x for d in read if type(d) is dict for x in (len(d), *d, *d.values())]
-            probe = [*read, len(alpn), *alpn, *held]
+            probe = [*(_DICT if type(v) is dict else v for v in read), len(alpn), *alpn, *held]
+            probe += [*map(type, probe)]
             memo = self._memo
             if not (len(probe) == len(memo[0]) and all(map(operator.is_, probe, memo[0]))):
-                fixed = _fixed((*held, *alpn)) and all(type(v) is dict or _fixed(v) for v in read)
+                fixed = _fixed(tuple(value for value in probe if value is not _DICT))
                 memo = self._memo = (probe if fixed else [], (*map(_frozen, read), _frozen(alpn)))
             return memo[1], alpn
         except (TypeError, ValueError) as exc:  # (ValueError: a writable memoryview)
@@ -256,19 +263,10 @@ def decide(inputs: Mapping[str, Any], settings: Settings) -> Reason | Decision:
         snapshot = (*snapshot, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
     files += [name for name in (cert_file, key_file) if name]
     try:
-        key = (
-            _frozen(inputs["cert_reqs"]),
-            _frozen(inputs["ssl_minimum_version"]),
-            _frozen(inputs["ssl_maximum_version"]),
-            _frozen(ca_certs),
-            _frozen(ca_data),
-            _frozen(cert_file),
-            _frozen(key_file),
-            _Secret((_frozen(password),)),
-            _frozen(inputs["assert_hostname"]),
-            _frozen(inputs["assert_fingerprint"]),
-            snapshot,
-        )
+        plain = (inputs["cert_reqs"], inputs["ssl_minimum_version"],
+                 inputs["ssl_maximum_version"], ca_certs, ca_data, cert_file, key_file,
+                 inputs["assert_hostname"], inputs["assert_fingerprint"])  # fmt: skip
+        key = (*map(_frozen, plain), _Secret((_frozen(password),)), snapshot)
         hash(key)
     except (TypeError, ValueError) as exc:
         propagate(exc)

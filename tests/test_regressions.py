@@ -4,12 +4,14 @@ and with the shim, asserting the stock outcome both times. Names follow regressi
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import os
 import pickle
 import ssl
 import sys
 import threading
+import types
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,12 +32,15 @@ from support import (
     same_size,
     session_with,
     set_default_bundle,
+    stock_and_shim,
 )
 from urllib3.util.ssl_ import create_urllib3_context
 
 import requests_fastssl
 from _requests_fastssl._contexts import _ALPN, FrozenContext
+from _requests_fastssl._policy import Reason
 from _requests_fastssl._registry import REGISTRY
+from _requests_fastssl._state import STATE
 from _requests_fastssl.cli.server import server_context
 
 CLOSE = {"Connection": "close"}  # every request opens a new connection
@@ -54,12 +59,12 @@ def shared_contexts() -> list[Any]:
 
 def assert_shared_contexts_untouched() -> None:
     """Whatever ran, every shared context still verifies and checks host names as built
-    for its inputs (the key: cert_reqs first, assert_hostname and assert_fingerprint 9th
-    and 10th, each with its type)."""
+    for its inputs (the key: cert_reqs first, assert_hostname and assert_fingerprint 8th
+    and 9th, each with its type)."""
     for key, (ctx, _checks) in REGISTRY._entries.items():
         assert isinstance(key, tuple)
         assert type(ctx) is FrozenContext
-        (_, cert_reqs), (_, hostname), (_, fingerprint) = key[0], key[8], key[9]
+        (_, cert_reqs), (_, hostname), (_, fingerprint) = key[0], key[7], key[8]
         expected = ssl.CERT_NONE if cert_reqs == "CERT_NONE" else ssl.CERT_REQUIRED
         fresh = create_urllib3_context(cert_reqs=expected)  # as this urllib3 line builds it
         assert ctx.verify_mode == expected
@@ -714,6 +719,111 @@ def test_a_dict_inside_a_setting_changed_in_place_is_a_new_key(
         assert requests.get(server.url).status_code == 200
         built.append(requests_fastssl.stats().contexts_built)
     assert [b - built[0] for b in built] == [0, 1, 1, 2]
+
+
+_REAL_VERSION = sys.version_info
+
+
+class _Sys(types.ModuleType):  # (urllib3 2.4+'s factory reads sys.version_info per context)
+    version_info = property(lambda self: (3, 12) if _REAL_VERSION >= (3, 13) else (3, 13))
+
+
+@pytest.mark.urllib3_2
+def test_a_module_the_factory_reads_given_another_class(
+    make_server: ServerFactory, default_bundle: str
+) -> None:
+    """A module's class changed in place (its identity kept) is a new key: here sys's, whose
+    version_info decides VERIFY_X509_STRICT in urllib3's factory. A memo that compared the
+    settings by identity alone gave the context built before, without the flag stock sets."""
+    server = make_server()
+
+    def flags() -> int:
+        response = requests.get(server.url, stream=True)
+        try:
+            return int(response.raw._connection.sock.context.verify_flags)
+        finally:
+            response.close()
+
+    def calls() -> tuple[int, int]:
+        before = flags()
+        sys.__class__ = _Sys
+        try:
+            return before, flags()
+        finally:
+            sys.__class__ = types.ModuleType
+
+    stock, shim = stock_and_shim(calls)
+    assert shim == stock
+    if "sys" in urllib3.util.ssl_.create_urllib3_context.__code__.co_names:
+        assert stock[0] != stock[1]  # (the change is one the factory sees)
+
+
+class _ContentHash:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        return hash(self.value)  # (TypeError once the value is a list)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ContentHash) and other.value == self.value
+
+
+@pytest.mark.urllib3_2
+@pytest.mark.parametrize(
+    "change", ["class", "registered-mapping", "hash-by-contents", "unhashable", "race"]
+)
+def test_the_settings_memo_gives_what_freezing_them_now_gives(change: str, shim: None) -> None:
+    """After each change to something urllib3's table holds, the settings' key part is what a
+    reading without the memo gives (``unhashable``: both step aside). ``race``: the table
+    changes between the reading and its freezing (a profile hook at the first freeze, as
+    another thread's patch would), then back: later readings are not given the other key."""
+    settings = STATE.settings
+    assert settings is not None
+    table: dict[Any, Any] = urllib3.util.ssl_._SSL_VERSION_TO_TLS_VERSION
+    value, key = _ContentHash(1), object()
+
+    def fresh() -> Any:
+        settings._memo = ([], ())
+        return settings.snapshot()
+
+    table[key] = value
+    try:
+        assert settings.snapshot() == fresh()
+        settings.snapshot()  # (the memo, made)
+        if change == "class":
+            value.__class__ = type("Other", (_ContentHash,), {})
+        elif change == "registered-mapping":
+            cls = type("Later", (_ContentHash,), {"items": lambda self: {"a": 1}.items()})
+            value.__class__ = cls
+            settings.snapshot()
+            collections.abc.Mapping.register(cls)
+        elif change in ("hash-by-contents", "unhashable"):
+            value.value = 2 if change == "hash-by-contents" else [2]
+        else:
+            version = ssl.PROTOCOL_TLSv1_2
+            first, other = table[version], int(table[version])
+            table[version] = other
+            settings.snapshot()  # (a memo of the other state: the next reading makes a new one)
+            table[version] = first
+
+            def profile(frame: Any, event: str, arg: Any) -> None:
+                if event == "call" and frame.f_code.co_name in ("_fixed", "_frozen"):
+                    sys.setprofile(None)
+                    table[version] = other
+
+            sys.setprofile(profile)
+            try:
+                settings.snapshot()
+            finally:
+                sys.setprofile(None)
+                table[version] = first
+        got = settings.snapshot()
+        assert got == fresh()
+        assert isinstance(got, Reason) == (change == "unhashable")
+    finally:
+        del table[key]
+        settings._memo = ([], ())
 
 
 # --- errors are stock errors -------------------------------------------------------------------
