@@ -97,11 +97,11 @@ INPUTS = frozenset((
 ))  # fmt: skip
 
 
-# Values that stand for themselves: by identity in a key (their exact types, and enum members,
-# in a memo of one: a subclass of theirs may hash by contents or become a Mapping).
+# Values that stand for themselves: by identity in a key; in a memo of one, their exact types and
+# enum members (a subclass may hash by contents), in a tuple those whose class cannot change.
 _PLAIN = (type(None), bool, int, float, str, bytes, type, types.ModuleType, types.FunctionType,
           enum.Enum)  # fmt: skip
-_EXACT, _DICT = {*_PLAIN[:-1], enum.EnumType}, object()  # (_DICT: a dict read, its items next)
+_EXACT, _INNER, _DICT = {*_PLAIN[:-1], enum.EnumType}, set(_PLAIN[:6]), object()
 
 
 def _frozen(value: Any) -> Hashable:
@@ -117,10 +117,10 @@ def _frozen(value: Any) -> Hashable:
     return (type(value), value)  # (typed: 0 == False, 771.0 == TLSv1_2; urllib3 tells apart)
 
 
-def _fixed(value: Any) -> bool:  # (whether _frozen stands for the value by identity alone)
+def _fixed(value: Any, kinds: set[type] = _EXACT) -> bool:  # (_frozen: it, by identity)
     if type(value) is tuple:
-        return all(map(_fixed, value))
-    return type(value) in _EXACT or isinstance(value, enum.Enum)
+        return all(_fixed(item, _INNER) for item in value)
+    return type(value) in kinds or (kinds is _EXACT and issubclass(type(value), enum.Enum))
 
 
 class _Secret(tuple):  # type: ignore[type-arg]
@@ -145,7 +145,7 @@ class Settings:
         code, space = getattr(factory, "__code__", None), getattr(factory, "__globals__", {})
         names = getattr(code, "co_names", ())
         self.globals = tuple(name for name in names if name in space)
-        self._memo: tuple[list[Any], tuple[Any, ...]] = ([], ())  # (snapshot's probe, key)
+        self._memo: tuple[Any, ...] = ()  # (the last probe all fixed: snapshot)
         # (os.environ's own key: Mapping's `in` raises and catches a KeyError, 10 us cold)
         self.environ = os.environ if type(os.environ) is os._Environ else None
         self.keylog = self.environ and self.environ.encodekey("SSLKEYLOGFILE")
@@ -170,16 +170,18 @@ class Settings:
                     ssl_.HAS_NEVER_CHECK_COMMON_NAME, factory.__defaults__,
                     factory.__kwdefaults__, *map(space.get, self.globals)]  # fmt: skip
             read = [v.copy() if type(v) is dict else v for v in read]  # (one reading, in C)
-            # All that freezing them reads, and its types, by identity, as the memo found it,
-            # fixed then: the same freezing (cold, it took 30 of a set-up's 130 us).
+            # All that freezing them reads, with its types: where all of it stands for itself,
+            # it is the key (one reading; freezing it all, cold, took 30 of a set-up's 130 us).
             held = [x for d in read if type(d) is dict for x in (len(d), *d, *d.values())]
             probe = [*(_DICT if type(v) is dict else v for v in read), len(alpn), *alpn, *held]
             probe += [*map(type, probe)]
             memo = self._memo
-            if not (len(probe) == len(memo[0]) and all(map(operator.is_, probe, memo[0]))):
-                fixed = _fixed(tuple(value for value in probe if value is not _DICT))
-                memo = self._memo = (probe if fixed else [], (*map(_frozen, read), _frozen(alpn)))
-            return memo[1], alpn
+            if len(probe) == len(memo) and all(map(operator.is_, probe, memo)):
+                return memo, alpn  # (the same objects as the last reading: its very tuple)
+            if all(_fixed(value) for value in probe if value is not _DICT):
+                self._memo = memo = tuple(probe)
+                return memo, alpn
+            return (*map(_frozen, read), _frozen(alpn)), alpn
         except (TypeError, ValueError) as exc:  # (ValueError: a writable memoryview)
             propagate(exc)
             return Reason.UNHASHABLE_SETTING

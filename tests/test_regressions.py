@@ -5,6 +5,7 @@ and with the shim, asserting the stock outcome both times. Names follow regressi
 from __future__ import annotations
 
 import collections.abc
+import enum
 import functools
 import os
 import pickle
@@ -15,6 +16,7 @@ import types
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from unittest import mock
 
 import pytest
 import requests
@@ -769,28 +771,80 @@ class _ContentHash:
         return isinstance(other, _ContentHash) and other.value == self.value
 
 
+def _key_hash(part: Any) -> Any:
+    try:
+        return hash(part)
+    except TypeError:
+        return "unhashable"  # (decide() then steps aside)
+
+
+class _Module(types.ModuleType):
+    pass
+
+
+class _Tag(enum.Enum):
+    A = 1
+
+
+_CHANGES = [
+    "class",
+    "registered-mapping",
+    "hash-by-contents",
+    "unhashable",
+    "race",
+    "fake-enum",
+    "module-in-tuple",
+    "enum-hash",
+    "enum-unhashable",
+    "class-race",
+]
+
+
 @pytest.mark.urllib3_2
-@pytest.mark.parametrize(
-    "change", ["class", "registered-mapping", "hash-by-contents", "unhashable", "race"]
-)
-def test_the_settings_memo_gives_what_freezing_them_now_gives(change: str, shim: None) -> None:
+@pytest.mark.parametrize("change", _CHANGES)
+def test_the_settings_memo_gives_what_a_fresh_reading_gives(change: str, shim: None) -> None:
     """After each change to something urllib3's table holds, the settings' key part is what a
-    reading without the memo gives (``unhashable``: both step aside). ``race``: the table
-    changes between the reading and its freezing (a profile hook at the first freeze, as
-    another thread's patch would), then back: later readings are not given the other key."""
+    reading without the memo gives, and hashes alike (``unhashable``: both step aside). The
+    races: the table, or a class, changes between the reading and its freezing (a profile
+    hook, as another thread would), then back: later readings get no other state's key."""
     settings = STATE.settings
     assert settings is not None
     table: dict[Any, Any] = urllib3.util.ssl_._SSL_VERSION_TO_TLS_VERSION
-    value, key = _ContentHash(1), object()
+    key: Any = object()
+    value: Any = {
+        "fake-enum": mock.Mock(spec=ssl.TLSVersion.TLSv1_2),
+        "module-in-tuple": (types.ModuleType("m"),),
+        "class-race": types.ModuleType("m"),
+    }.get(change, _ContentHash(1))
+    if change.startswith("enum-"):
+        key, value = _Tag.A, 1
+
+    def reading() -> Any:  # (what decide() gets, or raises: an AttributeError is a bug's)
+        try:
+            return settings.snapshot()
+        except AttributeError as exc:
+            return repr(exc)
 
     def fresh() -> Any:
-        settings._memo = ([], ())
-        return settings.snapshot()
+        settings._memo = ()
+        return reading()
+
+    def flip_at_first_fixed(flip: Callable[[], None]) -> None:
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code.co_name in ("_fixed", "_frozen"):
+                sys.setprofile(None)
+                flip()
+
+        sys.setprofile(profile)
+        try:
+            settings.snapshot()
+        finally:
+            sys.setprofile(None)
 
     table[key] = value
     try:
-        assert settings.snapshot() == fresh()
-        settings.snapshot()  # (the memo, made)
+        assert reading() == fresh()
+        reading()  # (the memo, made)
         if change == "class":
             value.__class__ = type("Other", (_ContentHash,), {})
         elif change == "registered-mapping":
@@ -800,30 +854,33 @@ def test_the_settings_memo_gives_what_freezing_them_now_gives(change: str, shim:
             collections.abc.Mapping.register(cls)
         elif change in ("hash-by-contents", "unhashable"):
             value.value = 2 if change == "hash-by-contents" else [2]
-        else:
+        elif change == "race":
             version = ssl.PROTOCOL_TLSv1_2
             first, other = table[version], int(table[version])
             table[version] = other
             settings.snapshot()  # (a memo of the other state: the next reading makes a new one)
             table[version] = first
-
-            def profile(frame: Any, event: str, arg: Any) -> None:
-                if event == "call" and frame.f_code.co_name in ("_fixed", "_frozen"):
-                    sys.setprofile(None)
-                    table[version] = other
-
-            sys.setprofile(profile)
-            try:
-                settings.snapshot()
-            finally:
-                sys.setprofile(None)
-                table[version] = first
-        got = settings.snapshot()
+            flip_at_first_fixed(lambda: table.__setitem__(version, other))
+            table[version] = first
+        elif change == "fake-enum":
+            value.__class__ = dict  # (a Mock claims any class: it never was an enum member)
+        elif change == "module-in-tuple":
+            value[0].__class__ = _Module
+        elif change == "enum-hash":
+            _Tag.__hash__ = lambda self: 42  # type: ignore[method-assign]
+        elif change == "enum-unhashable":
+            _Tag.__hash__ = None  # type: ignore[assignment]
+        else:
+            flip_at_first_fixed(lambda: setattr(value, "__class__", _Module))
+            value.__class__ = types.ModuleType
+        got = reading()
         assert got == fresh()
+        assert _key_hash(got) == _key_hash(fresh())
         assert isinstance(got, Reason) == (change == "unhashable")
     finally:
+        _Tag.__hash__ = enum.Enum.__hash__  # type: ignore[method-assign]
         del table[key]
-        settings._memo = ([], ())
+        settings._memo = ()
 
 
 # --- errors are stock errors -------------------------------------------------------------------
