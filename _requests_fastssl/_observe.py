@@ -142,7 +142,8 @@ def report() -> None:
     else:
         state = f"{STATE.phase}: {STATE.reason}" if STATE.reason else STATE.phase
         said = f"the shim was not active ({state})"
-    command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))
+    argv = getattr(sys, "argv", [])  # (an embedding application may have none)
+    command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(argv))
     where = f"pid {os.getpid()}, {command or sys.executable}"
     sys.stderr.write(f"requests_fastssl report ({where}): {said}\n")
     sys.stderr.flush()

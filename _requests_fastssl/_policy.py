@@ -146,9 +146,6 @@ class Settings:
         names = getattr(code, "co_names", ())
         self.globals = tuple(name for name in names if name in space)
         self._memo: tuple[Any, ...] = ()  # (the last probe all fixed: snapshot)
-        # (os.environ's own key: Mapping's `in` raises and catches a KeyError, 10 us cold)
-        self.environ = os.environ if type(os.environ) is os._Environ else None
-        self.keylog = self.environ and self.environ.encodekey("SSLKEYLOGFILE")
 
     def snapshot(self) -> Reason | tuple[tuple[Hashable, ...], tuple[Any, ...]]:
         """The settings' part of the key and its ALPN list: one reading, the build's too."""
@@ -160,8 +157,7 @@ class Settings:
             return Reason.CONTEXT_CLASS
         if not genuine_unpatched():
             return Reason.CONTEXT_PATCHED
-        known = (environ := os.environ) is self.environ and type(environ) is os._Environ
-        if self.keylog in environ._data if known else "SSLKEYLOGFILE" in environ:  # type: ignore[attr-defined]
+        if "SSLKEYLOGFILE" in os.environ:  # (as stock asks: a patched os.environ answers alike)
             return Reason.KEY_LOG
         space = factory.__globals__
         try:

@@ -163,6 +163,16 @@ def test_report_switch_prints_the_counters_at_exit(pki: PKI, make_server: Server
     assert "1 TLS connection used shared contexts" in proc.stderr
 
 
+def test_the_report_of_a_process_without_argv() -> None:
+    """An embedding application may run without ``sys.argv``: the report names the
+    interpreter instead of failing in its at-exit callback."""
+    code = "import requests_fastssl, sys, urllib3\ndel sys.argv"
+    proc = _run(code, {"REQUESTS_FASTSSL_REPORT": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "requests_fastssl report (pid " in proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+
+
 def test_stats_print_as_one_readable_line() -> None:
     stats = Stats(
         contexts_built=1,

@@ -31,6 +31,7 @@ from support import (
     ServerFactory,
     clean_env,
     needs_urllib3_2,
+    run_python,
     same_size,
     session_with,
     set_default_bundle,
@@ -356,7 +357,7 @@ def test_r8_where_patched_after_import(
     assert outcomes == ["SSLError", 200, "SSLError", 200]
 
 
-@pytest.mark.parametrize("how", ["setenv", "environ-replaced"])
+@pytest.mark.parametrize("how", ["setenv", "environ-replaced", "getitem-patched"])
 def test_r8_sslkeylogfile_after_import(
     mode: str,
     how: str,
@@ -365,11 +366,19 @@ def test_r8_sslkeylogfile_after_import(
     tmp_path: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Set in place or in an os.environ replaced by a plain dict (the shim looks the variable
-    up in os.environ's own table while os.environ is the object it found at activation)."""
+    """Set in place, in an os.environ replaced by a plain dict, or answered by a patched
+    ``os._Environ.__getitem__`` (a library injecting defaults): the shim asks os.environ as
+    stock does (looking in its own table instead missed the patch)."""
+    getitem = os._Environ.__getitem__
 
     def setenv(value: str | None) -> None:
-        if how == "setenv":
+        if how == "getitem-patched":
+
+            def patched(self: Any, key: str) -> Any:
+                return value if key == "SSLKEYLOGFILE" and value else getitem(self, key)
+
+            monkeypatch.setattr(os._Environ, "__getitem__", patched)
+        elif how == "setenv":
             if value is None:
                 monkeypatch.delenv("SSLKEYLOGFILE")
             else:
@@ -391,6 +400,35 @@ def test_r8_sslkeylogfile_after_import(
     size = keylog.stat().st_size
     assert requests.get(server.url, headers=CLOSE).status_code == 200
     assert keylog.stat().st_size == size  # unset again: nothing more is logged
+
+
+@pytest.mark.urllib3_2
+def test_an_empty_environment_at_activation_shares_and_logs_nothing(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    """requests imported inside ``mock.patch.dict(os.environ, clear=True)`` (a test suite's
+    way): the shim activates with os.environ empty. A key-log lookup set up from it once
+    raised at every connection (an internal error, a traceback each, nothing shared)."""
+    server = make_server()
+    out = run_python(
+        f"""
+        import os, sys
+        from unittest import mock
+        import requests_fastssl
+        with mock.patch.dict(os.environ, clear=True):
+            import requests
+        codes = [
+            requests.get({server.url!r}, verify={pki.bundle!r}, headers={{"Connection": "close"}})
+            .status_code
+            for _ in range(3)
+        ]
+        stats = requests_fastssl.stats()
+        print(codes, stats.contexts_built, stats.connections, dict(stats.step_aside_reasons))
+        """,
+        env={"REQUESTS_FASTSSL_LOG": "warning"},
+        stderr=True,  # (a traceback logged would show there)
+    )
+    assert out.strip() == "[200, 200, 200] 1 3 {}"
 
 
 @pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
