@@ -743,7 +743,8 @@ def test_a_descriptor_number_for_a_trust_file_is_left_to_stock(
 
     def calls() -> list[Any]:
         requests_fastssl.clear()
-        fd = os.open(pki.bundle if which == "verify" else pki.client_a.key, os.O_RDONLY)
+        path = pki.bundle if which == "verify" else pki.client_a.key
+        fd = os.open(path, os.O_RDONLY)
         try:
             if which == "verify":  # (requests refuses an int itself: urllib3 takes it)
                 pool: Any = urllib3.PoolManager(ca_certs=fd)
@@ -751,9 +752,14 @@ def test_a_descriptor_number_for_a_trust_file_is_left_to_stock(
             else:
                 cert: Any = (pki.client_a.cert, fd)
                 got = outcome(lambda: requests.get(server.url, verify=pki.bundle, cert=cert))
-            open_after = os.path.exists(f"/proc/self/fd/{fd}")
         finally:
-            with contextlib.suppress(OSError):
+            # (still that file: a number closed may be reused meanwhile, by a server's
+            # socket, which is not ours to close)
+            try:
+                open_after = os.path.samestat(os.fstat(fd), os.stat(path))
+            except OSError:
+                open_after = False
+            if open_after:
                 os.close(fd)
         return [got, open_after]
 
