@@ -98,10 +98,11 @@ INPUTS = frozenset((
 
 
 # Values that stand for themselves: by identity in a key; in a memo of one, their exact types and
-# enum members (a subclass may hash by contents), in a tuple those whose class cannot change.
+# enum members (a subclass may hash by contents); in a tuple, whose items' types the memo does
+# not hold, only None, str and bytes (no two of them equal: 0 == False == 0.0 are told apart).
 _PLAIN = (type(None), bool, int, float, str, bytes, type, types.ModuleType, types.FunctionType,
           enum.Enum)  # fmt: skip
-_EXACT, _INNER, _DICT = {*_PLAIN[:-1], enum.EnumType}, set(_PLAIN[:6]), object()
+_EXACT, _INNER, _DICT = {*_PLAIN[:-1], enum.EnumType}, {type(None), str, bytes}, object()
 
 
 def _frozen(value: Any) -> Hashable:
@@ -117,7 +118,7 @@ def _frozen(value: Any) -> Hashable:
     return (type(value), value)  # (typed: 0 == False, 771.0 == TLSv1_2; urllib3 tells apart)
 
 
-def _fixed(value: Any, kinds: set[type] = _EXACT) -> bool:  # (_frozen: it, by identity)
+def _fixed(value: Any, kinds: set[Any] = _EXACT) -> bool:  # (_frozen: it, by identity)
     if type(value) is tuple:
         return all(_fixed(item, _INNER) for item in value)
     return type(value) in kinds or (kinds is _EXACT and issubclass(type(value), enum.Enum))

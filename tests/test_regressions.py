@@ -744,6 +744,24 @@ def test_a_setting_changed_in_place_is_a_new_key(
 
 
 @pytest.mark.urllib3_2
+@pytest.mark.parametrize(("first", "then"), [((0,), (False,)), ((1,), (1.0,)), (0, False)])
+def test_values_equal_across_types_are_apart_in_the_key(first: Any, then: Any, shim: None) -> None:
+    """0, False and 0.0 are equal, and urllib3 may tell them apart: a setting holding one,
+    then the other, gives two keys, in a tuple as at the top (the memo of a reading keeps
+    the types of its values, not of a tuple's items)."""
+    settings = STATE.settings
+    assert settings is not None
+    table: dict[Any, Any] = urllib3.util.ssl_._SSL_VERSION_TO_TLS_VERSION
+    table["x"] = first
+    try:
+        before = settings.snapshot()
+        table["x"] = then
+        assert settings.snapshot() != before
+    finally:
+        del table["x"]
+
+
+@pytest.mark.urllib3_2
 def test_a_dict_inside_a_setting_changed_in_place_is_a_new_key(
     make_server: ServerFactory, default_bundle: str, monkeypatch: pytest.MonkeyPatch, shim: None
 ) -> None:
