@@ -10,7 +10,11 @@ repetition (with their range), as this machine's speed drifts between repetition
 program never imports requests (checked: a row whose child imported it fails). *floor* is the
 same program with one context built by hand, inside the timed window, holding the bundle,
 handed to urllib3 with nothing left to load: what no cache can beat. Loads are counted in the
-counting round by the profiler (``cli/loads.py``).
+counting round by the profiler (``cli/loads.py``). The server runs in this (the parent)
+process, which only waits meanwhile, so its handshakes never share the timed child's GIL.
+For the configurations whose calls run in turn, a last block splits the shim's difference
+from the floor into the first call (the one build against the one load) and each later call
+(the per-connection decision and checks).
 
 - ``boto3``: one S3 client, ``list_objects_v2`` against the embedded server (it answers S3's
   ListObjectsV2), ``verify=<bundle>`` (certifi's plus the test CA).
@@ -26,6 +30,8 @@ Needs the test dependencies (trustme, boto3, requests-toolbelt): pip install -e 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -54,7 +60,9 @@ WITHOUT_REQUESTS = ("boto3", "boto3-client-per-call", "poolmanager", "poolmanage
 # --- inside the child ---------------------------------------------------------------------------
 
 
-def _child(config: str, variant: str, calls: int, pki: str, count: bool) -> dict[str, Any]:
+def _child(
+    config: str, variant: str, calls: int, pki: str, url: str, count: bool
+) -> dict[str, Any]:
     sys.path[:0] = [str(ROOT)]
     if variant == "shim":
         import requests_fastssl  # noqa: F401  (the program's first line)
@@ -64,34 +72,28 @@ def _child(config: str, variant: str, calls: int, pki: str, count: bool) -> dict
 
     stack = ExitStack()
     counter = stack.enter_context(counting_loads()) if count else None
-    import ssl
-
     import urllib3
     from urllib3.util.ssl_ import create_urllib3_context
 
-    from _requests_fastssl.cli.server import HTTPSServer
-
-    files = Path(pki)
-    bundle = str(files / "bundle.pem")
-    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_ctx.load_cert_chain(str(files / "server.pem"), str(files / "server.key"))
+    bundle = str(Path(pki) / "bundle.pem")
     # The floor's one context: made with the clients (outside the timed window), loaded at
     # the start of the window, as the shim's one build happens inside it.
     floor = create_urllib3_context()
-
-    with HTTPSServer(server_ctx) as server:
-        go = _prepare(config, variant, calls, server.url, bundle, floor)
-        if counter is not None:  # what the calls load, not the server's set-up
-            counter.verify_locations = counter.default_certs = counter.cert_chains = 0
-        started = time.perf_counter()
-        if variant == "floor":
-            floor.load_verify_locations(bundle)
-        outcomes = go()
-        wall = time.perf_counter() - started
+    marks: list[float] = []  # when each call of a sequential configuration ended
+    go = _prepare(config, variant, calls, url, bundle, floor, marks)
+    if counter is not None:  # what the calls load, not the set-up's
+        counter.verify_locations = counter.default_certs = counter.cert_chains = 0
+    started = time.perf_counter()
+    if variant == "floor":
+        floor.load_verify_locations(bundle)
+    outcomes = go()
+    wall = time.perf_counter() - started
     stack.close()
     loads = {} if counter is None else {"ca_loads": counter.verify_locations}
+    ends = [started, *marks]
     return {
         "wall": wall,
+        "per_call_s": [b - a for a, b in itertools.pairwise(ends)],
         "outcomes": sorted(set(outcomes)),
         "requests_imported": "requests" in sys.modules,
         "urllib3": str(getattr(urllib3, "__version__", "?")),
@@ -124,24 +126,35 @@ def _s3_client(url: str, bundle: str, variant: str, floor: Any) -> Any:
 
 
 def _prepare(
-    config: str, variant: str, calls: int, url: str, bundle: str, floor: Any
+    config: str, variant: str, calls: int, url: str, bundle: str, floor: Any, marks: list[float]
 ) -> Callable[[], list[str]]:
-    """The clients, made before the timed window; returns the calls, timed."""
+    """The clients, made before the timed window; returns the calls, timed (the sequential
+    ones note in ``marks`` when each ended)."""
     close = {"Connection": "close"}
-    if config == "boto3":
-        client = _s3_client(url, bundle, variant, floor)
-        return lambda: [str(client.list_objects_v2(Bucket="b")["KeyCount"]) for _ in range(calls)]
-    if config == "boto3-client-per-call":
 
-        def per_call() -> list[str]:
+    def in_turn(one: Callable[[], str]) -> Callable[[], list[str]]:
+        def run() -> list[str]:
             out = []
             for _ in range(calls):
-                client = _s3_client(url, bundle, variant, floor)
-                out.append(str(client.list_objects_v2(Bucket="b")["KeyCount"]))
-                client.close()
+                out.append(one())
+                marks.append(time.perf_counter())
             return out
 
-        return per_call
+        return run
+
+    if config == "boto3":
+        client = _s3_client(url, bundle, variant, floor)
+        return in_turn(lambda: str(client.list_objects_v2(Bucket="b")["KeyCount"]))
+    if config == "boto3-client-per-call":
+
+        def per_call() -> str:
+            client = _s3_client(url, bundle, variant, floor)
+            try:
+                return str(client.list_objects_v2(Bucket="b")["KeyCount"])
+            finally:
+                client.close()
+
+        return in_turn(per_call)
     if config in ("poolmanager", "poolmanager-per-thread"):
         import urllib3
 
@@ -152,9 +165,7 @@ def _prepare(
 
         if config == "poolmanager":
             shared = manager()
-            return lambda: [
-                str(shared.request("GET", url, headers=close).status) for _ in range(calls)
-            ]
+            return in_turn(lambda: str(shared.request("GET", url, headers=close).status))
         managers = [manager() for _ in range(calls)]
 
         def threaded() -> list[str]:
@@ -197,9 +208,7 @@ def _prepare(
     session.mount(
         "https://", FloorAdapter() if variant == "floor" else SSLAdapter(ssl.PROTOCOL_TLS_CLIENT)
     )
-    return lambda: [
-        str(session.get(url, verify=bundle, headers=close).status_code) for _ in range(calls)
-    ]
+    return in_turn(lambda: str(session.get(url, verify=bundle, headers=close).status_code))
 
 
 # --- the parent ---------------------------------------------------------------------------------
@@ -230,12 +239,22 @@ def main() -> int:
         parser.error("--calls 1-500, --repeat 1-100")
     import ssl
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
     from reach import _make_pki
 
+    from _requests_fastssl.cli.server import HTTPSServer
+
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="requests-fastssl-scope-") as pki:
+    with contextlib.ExitStack() as stack:
+        pki = stack.enter_context(tempfile.TemporaryDirectory(prefix="requests-fastssl-scope-"))
         _make_pki(Path(pki))
+        # The server lives here, not in the timed child: in the child its handshakes would
+        # share the child's GIL with the calls being timed, and a switch interval (5 ms)
+        # lost now and then made single runs 0.8-1.6x of each other. This process only
+        # waits on its child meanwhile.
+        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ctx.load_cert_chain(str(Path(pki) / "server.pem"), str(Path(pki) / "server.key"))
+        url = stack.enter_context(HTTPSServer(server_ctx)).url
         for config in CONFIGS:
             runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
             counted: dict[str, dict[str, Any]] = {}
@@ -243,7 +262,7 @@ def main() -> int:
                 for variant in VARIANTS:
                     print(f"{config} {variant} ({rep}/{args.repeat})", file=sys.stderr)
                     what = "count" if rep == 0 else "time"
-                    run = _run(["--child", config, variant, str(args.calls), pki, what])
+                    run = _run(["--child", config, variant, str(args.calls), pki, url, what])
                     if rep:
                         runs[variant].append(run)
                     else:
@@ -256,6 +275,7 @@ def main() -> int:
                         "variant": variant,
                         "median_s": statistics.median(r["wall"] for r in runs[variant]),
                         "walls_s": [r["wall"] for r in runs[variant]],
+                        "per_call_s": [r["per_call_s"] for r in runs[variant]],
                         "ca_loads": counted[variant]["ca_loads"],
                         "outcomes": sorted({o for r in every for o in r["outcomes"]}),
                         "requests_imported": any(r["requests_imported"] for r in every),
@@ -299,6 +319,26 @@ def main() -> int:
             f"{shim['median_s'] * 1000:>8.1f} {floor['median_s'] * 1000:>9.1f} "
             f"{stock['vs_shim']:>8.2f}x {spread:>19}" + "".join(f"  {n}" for n in notes)
         )
+    # Where the difference lies, for the configurations whose calls run one after the other:
+    # the first call (the shim's one build against the floor's one load) and each later one
+    # (the shim's per-connection decision and checks), as medians of per-repetition
+    # differences; the later calls' median is taken within each run first.
+    print("shim - floor, per repetition (median): first call; each later call")
+    for config in CONFIGS:
+        shim, floor = by[(config, "shim")], by[(config, "floor")]
+        pairs = list(zip(shim["per_call_s"], floor["per_call_s"], strict=True))
+        if not all(a and b for a, b in pairs):
+            continue  # (concurrent calls: no order to split by)
+        first = statistics.median(a[0] - b[0] for a, b in pairs)
+        later = statistics.median(
+            statistics.median(a[1:] or [0]) - statistics.median(b[1:] or [0]) for a, b in pairs
+        )
+        floor_later = statistics.median(statistics.median(b[1:] or [0]) for _, b in pairs)
+        shim["first_vs_floor_s"], shim["later_vs_floor_s"] = first, later
+        print(
+            f"  {config:<23} {first * 1000:+7.2f} ms; {later * 1e6:+6.0f} µs"
+            f" (the floor's later call: {floor_later * 1000:.2f} ms)"
+        )
     if args.json:
         Path(args.json).write_text(
             json.dumps(
@@ -321,7 +361,7 @@ def main() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        config, variant, n, pki, what = sys.argv[2:7]
-        print(json.dumps(_child(config, variant, int(n), pki, what == "count")))
+        config, variant, n, pki, url, what = sys.argv[2:8]
+        print(json.dumps(_child(config, variant, int(n), pki, url, what == "count")))
     else:
         sys.exit(main())
