@@ -1,6 +1,6 @@
 """Scope: stock / shim / floor for urllib3 users other than requests.get (issue 27).
 
-    python benchmarks/scope.py [--calls 20] [--repeat 11] [--json FILE]
+    python benchmarks/scope.py [--calls 20] [--repeat 21] [--json FILE]
 
 Each configuration makes ``--calls`` calls, each on a new TLS connection (the server closes
 every connection), in a fresh interpreter per variant and repetition, interleaved after one
@@ -232,7 +232,7 @@ def _run(args: list[str]) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/scope.py", description=__doc__)
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--repeat", type=int, default=21)
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     if not (1 <= args.calls <= 500 and 1 <= args.repeat <= 100):

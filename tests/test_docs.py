@@ -235,7 +235,7 @@ def test_the_scope_figures_are_the_committed_run() -> None:
     assert f"```\n{text}\n```" in page
     data = json.loads((ROOT / "benchmarks" / "scope-openssl-3.0.json").read_text())
     assert data["command"] == (
-        "python benchmarks/scope.py --calls 20 --repeat 11 --json benchmarks/scope-openssl-3.0.json"
+        "python benchmarks/scope.py --calls 20 --repeat 21 --json benchmarks/scope-openssl-3.0.json"
     )
     by = {(r["config"], r["variant"]): r for r in data["rows"]}
     one_client = ["boto3", "poolmanager", "poolmanager-per-thread", "toolbelt-tls-client"]
