@@ -708,6 +708,41 @@ def test_benchmarks_run_sh_leaves_the_committed_results_alone_when_it_fails(
     assert _committed_results() == before
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_the_threads_benchmark_runs_the_tree_it_is_given(tmp_path: Path) -> None:
+    """``benchmarks/threads.py``'s ``shim=DIR`` is the package in DIR that its children import,
+    not the installed one: a copy runs, and a copy whose package cannot be imported fails the
+    run; a variant it does not know is refused before any run."""
+    import shutil
+
+    good, broken = tmp_path / "good", tmp_path / "broken"
+    for tree in (good, broken):
+        for package in ("requests_fastssl", "_requests_fastssl"):
+            shutil.copytree(ROOT / package, tree / package, ignore=shutil.ignore_patterns("*.pyc"))
+    (broken / "requests_fastssl" / "__init__.py").write_text("raise ImportError('the copy')\n")
+
+    def threads(*variants: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "benchmarks/threads.py", "--threads", "2", "--repeat", "1"]
+        return subprocess.run(
+            [*command, *variants],
+            capture_output=True, text=True, cwd=ROOT, env=clean_env(), timeout=300,
+        )  # fmt: skip
+
+    ran = threads("floor", f"shim={good}", "floor-lazy")
+    assert ran.returncode == 0, ran.stderr
+    rows = [line.split() for line in ran.stdout.splitlines() if line.lstrip().startswith("2 ")]
+    assert [row[1] for row in rows] == ["floor", f"shim={good}", "floor-lazy"]
+    assert rows[0][3:6] == ["1.000", "1.000", "1.000"]  # (each ratio is to the first variant)
+    failed = threads("floor", f"shim={broken}")
+    assert failed.returncode != 0
+    assert "ImportError: the copy" in failed.stderr
+    refused = threads("floor", "shim=")
+    assert refused.returncode == 2
+    assert "shim=DIR" in refused.stderr
+    assert "threads:" not in refused.stderr  # (refused before any run)
+
+
 def _row(
     variant: str, scenario: str, runs: list[float], failed: int = 0, rss: float = 50.0
 ) -> dict[str, Any]:

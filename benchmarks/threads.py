@@ -1,0 +1,247 @@
+"""Threads: N threads, one ``requests.get`` each, on new connections, between variants and
+between source trees, to tell a change's effect on the threaded rows from this machine's noise.
+
+    python benchmarks/threads.py [--threads 30,100] [--repeat 15] [--json FILE] VARIANT...
+
+VARIANT is one of:
+- ``stock``: requests as installed.
+- ``floor``: ``bench``'s floor: one context, built in the timed window before the threads are
+  let go, handed to urllib3 by an adapter that leaves it nothing to load.
+- ``floor-lazy``: the same adapter, but the context is built by the first thread that needs
+  one (the others wait on a lock), from the bundle's bytes (``cadata``), as the shim's build:
+  what a cache that learns its key from the first connection can reach.
+- ``shim``: ``requests_fastssl.install()`` from this tree.
+- ``shim=DIR``: the same from the source tree DIR (another commit, or a change under test:
+  ``git worktree add DIR && git -C DIR apply change.diff``); checked to be the one imported.
+
+Each run is a fresh interpreter; variants alternate within each repetition, in the order
+given, and the ratios are those of each variant to the first one within a repetition (their
+median and quartiles: on a 2-core VM one run of 30 threads differs from the next by 10-20%).
+The server runs in this process, which only waits meanwhile. Also reported: the client's CPU
+time (user and system) and its voluntary context switches, which a lock or a system call
+that lets the interpreter lock go under contention adds to.
+
+Needs the test dependencies (trustme): pip install -e . --group test
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = ("stock", "floor", "floor-lazy", "shim")
+
+
+def _child(variant: str, url: str, bundle: str, n: int) -> dict[str, Any]:
+    kind, _, tree = variant.partition("=")
+    if kind == "shim":
+        source = str(Path(tree).resolve()) if tree else str(ROOT)
+        sys.path.insert(0, source)
+        import requests_fastssl
+
+        if not requests_fastssl.__file__.startswith(source + os.sep):
+            raise RuntimeError(f"requests_fastssl came from {requests_fastssl.__file__}")
+        requests_fastssl.install()
+    import requests
+    import wrapt  # noqa: F401 (the product needs it: every variant's memory holds it)
+    from urllib3.util.ssl_ import create_urllib3_context
+
+    holder: list[Any] = []
+    lock = threading.Lock()
+
+    def build() -> None:
+        ctx = create_urllib3_context(cert_reqs=2)  # CERT_REQUIRED
+        if kind == "floor":
+            ctx.load_verify_locations(bundle)
+        else:
+            with open(bundle, "rb") as file:
+                ctx.load_verify_locations(cadata=file.read().decode("ascii"))
+        holder.append(ctx)
+
+    class Floor(requests.adapters.HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            if not holder:
+                with lock:
+                    if not holder:
+                        build()
+            super().init_poolmanager(*args, ssl_context=holder[0], **kwargs)
+
+        def build_connection_pool_key_attributes(
+            self, request: Any, verify: Any, cert: Any = None
+        ) -> Any:
+            host_params, pool_kwargs = super().build_connection_pool_key_attributes(
+                request, verify, cert
+            )
+            pool_kwargs.pop("ca_certs", None)  # in the context already
+            return host_params, pool_kwargs
+
+        def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+            conn.cert_reqs = "CERT_REQUIRED"
+
+    def call() -> int:
+        if kind.startswith("floor"):
+            with requests.Session() as session:
+                session.mount("https://", Floor())
+                return session.get(url, verify=bundle, timeout=30).status_code
+        return requests.get(url, verify=bundle, timeout=30).status_code
+
+    statuses: list[Any] = []
+    gate = threading.Barrier(n + 1)
+
+    def worker() -> None:
+        gate.wait()
+        try:
+            statuses.append(call())
+        except Exception as exc:
+            statuses.append(f"{type(exc).__name__}: {exc}"[:200])
+
+    threads = [threading.Thread(target=worker) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    if kind == "floor":
+        build()
+    gate.wait()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    failed = [s for s in statuses if s != 200]
+    if failed or len(statuses) != n:
+        raise RuntimeError(f"{len(failed)} of {n} requests failed: {failed[:3]}")
+    return {"wall": wall, "cpu": cpu, "switches": after.ru_nvcsw - before.ru_nvcsw}
+
+
+def _run(variant: str, url: str, bundle: str, n: int) -> dict[str, Any]:
+    # The trust is the bundle named, whatever this machine exports.
+    drop = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", variant, url, bundle, str(n)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the {variant} run ({n} threads) failed:\n{proc.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, median, q3 = statistics.quantiles(values, n=4)
+    return q1, median, q3
+
+
+def _variant(text: str) -> str:
+    kind, eq, tree = text.partition("=")
+    if kind not in BASE or (eq and (kind != "shim" or not tree)):
+        raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(BASE)}, or shim=DIR")
+    if tree and not (Path(tree) / "requests_fastssl" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(f"{tree!r} holds no requests_fastssl package")
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/threads.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("variants", nargs="+", type=_variant, metavar="VARIANT")
+    parser.add_argument("--threads", default="30,100", help="thread counts (default 30,100)")
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args()
+    try:
+        counts = [int(n) for n in args.threads.split(",")]
+    except ValueError:
+        parser.error(f"--threads: {args.threads!r} is not a list of numbers")
+    if not all(1 <= n <= 1000 for n in counts) or not 1 <= args.repeat <= 200:
+        parser.error("--threads 1-1000 each, --repeat 1-200")
+    if len(set(args.variants)) != len(args.variants):
+        parser.error("a variant is named twice")
+    import ssl
+
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
+    from reach import _make_pki
+
+    from _requests_fastssl.cli.server import HTTPSServer
+
+    results: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    with contextlib.ExitStack() as stack:
+        pki = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rfs-threads-")))
+        _make_pki(pki)
+        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ctx.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
+        url = stack.enter_context(HTTPSServer(server_ctx)).url
+        bundle = str(pki / "bundle.pem")
+        for n in counts:
+            runs = results[n] = {v: [] for v in args.variants}
+            for rep in range(args.repeat + 1):  # the first round warms the caches, untimed
+                for variant in args.variants:
+                    print(f"{n} threads: {variant} ({rep}/{args.repeat})", file=sys.stderr)
+                    run = _run(variant, url, bundle, n)
+                    if rep:
+                        runs[variant].append(run)
+    print(
+        f"Python {sys.version.split()[0]}, {ssl.OPENSSL_VERSION}; {os.cpu_count()} CPUs; "
+        f"{args.repeat} repetitions; ratios to {args.variants[0]} within each repetition"
+    )
+    header = (
+        f"{'threads':>7}  {'variant':<28} {'wall ms':>8} {'ratio (q1 median q3)':>22} "
+        f"{'CPU ms':>7} {'switches':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    base = args.variants[0]
+    median: Callable[[list[float]], float] = statistics.median
+    for n, runs in results.items():
+        for variant, mine in runs.items():
+            ratios = [a["wall"] / b["wall"] for a, b in zip(mine, runs[base], strict=True)]
+            q1, mid, q3 = _quartiles(ratios)
+            print(
+                f"{n:>7}  {variant:<28} {median([r['wall'] for r in mine]) * 1000:>8.1f} "
+                f"{f'{q1:.3f} {mid:.3f} {q3:.3f}':>22} "
+                f"{median([r['cpu'] for r in mine]) * 1000:>7.1f} "
+                f"{median([r['switches'] for r in mine]):>8.0f}"
+            )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "command": " ".join(["python benchmarks/threads.py", *sys.argv[1:]]),
+                    "python": sys.version,
+                    "openssl": ssl.OPENSSL_VERSION,
+                    "runs": {str(n): runs for n, runs in results.items()},
+                },
+                indent=1,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        variant, url, bundle, n = sys.argv[2:6]
+        print(json.dumps(_child(variant, url, bundle, int(n))))
+    else:
+        sys.exit(main())
