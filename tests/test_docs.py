@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +249,32 @@ def test_the_scope_figures_are_the_committed_run() -> None:
     readme = " ".join((ROOT / "README.md").read_text().split())
     boto = by[("boto3", "stock")]["vs_shim"]
     assert f"boto3 with one S3 client, 20 calls on new connections: {boto:.1f}x faster" in readme
+
+
+def test_the_threads_figures_are_the_committed_runs() -> None:
+    """benchmarks.md's table of ``benchmarks/threads.py`` is the committed runs' medians of the
+    per-repetition ratios to the floor, on both OpenSSL lines, and each run's text output
+    shows the same medians."""
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    names = {
+        "floor-lazy": "`floor-lazy`",
+        "shim": "`shim`",
+        "shim=/tmp/optA": "load through the descriptor",
+        "shim=/tmp/optB": "load through a memfd",
+        "shim=/tmp/nostat": "no `stat` per connection",
+    }
+    cells: dict[str, list[str]] = {label: [] for label in names.values()}
+    for line in ("3.0", "3.6"):
+        data = json.loads((ROOT / "benchmarks" / f"threads-openssl-{line}.json").read_text())
+        text = (ROOT / "benchmarks" / f"threads-openssl-{line}.txt").read_text()
+        assert data["openssl"].startswith(f"OpenSSL {line}.")
+        for n, runs in data["runs"].items():
+            for variant, label in names.items():
+                pairs = zip(runs[variant], runs["floor"], strict=True)
+                ratios = [a["wall"] / b["wall"] for a, b in pairs]
+                median = f"{statistics.median(ratios):.3f}"
+                cells[label].append(median)
+                row = next(x for x in text.splitlines() if x.split()[:2] == [n, variant])
+                assert row.split()[4] == median, (line, n, variant)
+    for label, values in cells.items():
+        assert f"| {label} | {' | '.join(values)} |" in page, label
