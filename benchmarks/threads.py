@@ -14,8 +14,9 @@ VARIANT is one of:
 - ``shim=DIR``: the same from the source tree DIR (another commit, or a change under test:
   ``git worktree add DIR && git -C DIR apply change.diff``); checked to be the one imported.
 
-Each run is a fresh interpreter; variants alternate within each repetition, in the order
-given, and the ratios are those of each variant to the first one within a repetition (their
+Each run is a fresh interpreter; variants alternate within each repetition, each repetition
+starting one variant later, and the ratios are those of each to the first one named within a
+repetition (their
 median and quartiles: on a 2-core VM one run of 30 threads differs from the next by 10-20%).
 The server runs in this process, which only waits meanwhile. Also reported: the client's CPU
 time (user and system) and its voluntary context switches, which a lock or a system call
@@ -197,7 +198,11 @@ def main() -> int:
         for n in counts:
             runs = results[n] = {v: [] for v in args.variants}
             for rep in range(args.repeat + 1):  # the first round warms the caches, untimed
-                for variant in args.variants:
+                # Each round starts one variant later, so that none always follows the same
+                # one: that one's after-effects (its server threads ending) would be counted
+                # as the follower's.
+                turn = rep % len(args.variants)
+                for variant in args.variants[turn:] + args.variants[:turn]:
                     print(f"{n} threads: {variant} ({rep}/{args.repeat})", file=sys.stderr)
                     run = _run(variant, url, bundle, n)
                     if rep:
