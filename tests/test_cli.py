@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -737,6 +738,15 @@ def test_the_threads_benchmark_runs_the_tree_it_is_given(tmp_path: Path) -> None
     failed = threads("floor", f"shim={broken}")
     assert failed.returncode != 0
     assert "ImportError: the copy" in failed.stderr
+    spec = importlib.util.spec_from_file_location("threads", ROOT / "benchmarks" / "threads.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = {"wall": 1.0, "failed": 0}
+    bad = {"wall": 0.5, "failed": 1}
+    runs = {"floor": [run, run, bad], "shim": [bad, run, run]}
+    assert module._served(runs) == {"floor": [run], "shim": [run]}  # (whole repetitions)
     refused = threads("floor", "shim=")
     assert refused.returncode == 2
     assert "shim=DIR" in refused.stderr
