@@ -17,10 +17,11 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in text.split(".")[:3])
 
 
-def unsupported_reason() -> str | None:
+def unsupported_reason(code: bool = True) -> str | None:
     """Why the imported urllib3 cannot be patched safely, or None if it can. requests' version
     plays no part: the hook is urllib3's, and whatever a requests gives urllib3 (2.32.0-2.32.4
-    their own preloaded context) reaches it as any caller's input."""
+    their own preloaded context) reaches it as any caller's input. ``code``: also whether its
+    TLS code is tabled (a few ms of tokenizing: inside an import, the first set-up asks)."""
     # (from urllib3._version: inside urllib3's own import, where the package may not have
     # the attribute yet, that module ran first)
     urllib3_version = str(
@@ -63,7 +64,19 @@ def unsupported_reason() -> str | None:
             params = set()
         if params != INPUTS:
             return f"urllib3 {urllib3_version}'s TLS set-up takes inputs this shim does not know"
+        if code:
+            return unknown_code()
     return None
+
+
+def unknown_code() -> str | None:
+    """Why urllib3 2's TLS code is not code the shim knows, or None (urllib3 1.26: stock)."""
+    connection = sys.modules.get("urllib3.connection")
+    if connection is None or not hasattr(connection, "_ssl_wrap_socket_and_match_hostname"):
+        return None
+    from ._policy import unknown_code_reason
+
+    return unknown_code_reason()
 
 
 def hook() -> tuple[types.ModuleType, str, Any]:

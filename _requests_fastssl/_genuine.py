@@ -1,23 +1,32 @@
 """What counts as urllib3's and the standard library's own code: a function whose code equals
 what its module's own file compiles to (read once, through its loader), so that neither a layer
-put there before the shim nor bytecode rewritten in place counts as theirs."""
+put there before the shim nor bytecode rewritten in place counts as theirs; and which of
+urllib3's is code the shim knows (its source's fingerprint in ``_known.TABLE``)."""
 
 from __future__ import annotations
 
 import operator
-import ssl  # noqa: F401 (loaded: its code is read through sys.modules)
+import ssl  # (its code is also read through sys.modules)
 import sys
 import types
 from typing import Any
 
+from . import _known
 from ._files import propagate
 
-__all__ = ["GENUINE_CONTEXT", "IDENTIFIED", "genuine_unpatched", "is_genuine_function"]
+__all__ = [
+    "GENUINE_CONTEXT", "GENUINE_SOCKET", "IDENTIFIED", "genuine_classes", "genuine_unpatched",
+    "is_genuine_function", "known_function",
+]  # fmt: skip
 
 # module name -> its file's code objects by qualified name; ids of code objects found genuine
 # (kept alive here, so an id is never another object's).
 _COMPILED: dict[str, dict[str, list[types.CodeType]]] = {}
 _GENUINE_CODE: dict[int, types.CodeType] = {}
+# module name -> its source as read with its code (None: none to read); ids of genuine code
+# objects whose fingerprint was taken, tabled (True) or not: each is tokenized once.
+_SOURCES: dict[str, str | None] = {}
+_FOUND: dict[int, tuple[types.CodeType, bool]] = {}
 
 
 def _compiled(name: str) -> dict[str, list[types.CodeType]]:
@@ -36,6 +45,7 @@ def _compiled(name: str) -> dict[str, list[types.CodeType]]:
                     found.setdefault(const.co_qualname, []).append(const)
                     todo.append(const)
         _COMPILED[name] = found
+        _SOURCES[name] = _known.source_of(name)  # (the same moment: the file the code came from)
     return found
 
 
@@ -58,6 +68,25 @@ def is_genuine_function(func: Any, module: types.ModuleType) -> bool:
     return _genuine_code(func, module.__name__)
 
 
+def known_function(func: Any, module: types.ModuleType) -> bool | None:
+    """True if ``func`` is ``module``'s own function (``is_genuine_function``) and a variant the
+    table holds; False if its own but not tabled (a local patch, a release not reviewed, no
+    source to read); None if not its own function at all (a layer, a replacement)."""
+    name = module.__name__
+    if not _genuine_code(func, name):
+        return None
+    code = func.__code__
+    found = _FOUND.get(id(code))
+    if found is not None and found[0] is code:
+        return found[1]
+    variants = _known.TABLE.get(f"{name}.{code.co_name}", {})
+    source = _SOURCES.get(name)
+    taken = source and _known.fingerprint(source, code.co_firstlineno, code.co_name)
+    known = taken in variants
+    _FOUND[id(code)] = (code, known)
+    return known
+
+
 def _genuine_context_class() -> type | None:
     """The subclass of the C type that ssl.py defines, whatever ``ssl.SSLContext`` names now."""
     import _ssl
@@ -71,6 +100,22 @@ def _genuine_context_class() -> type | None:
 
 IDENTIFIED = _genuine_context_class()
 GENUINE_CONTEXT: type = IDENTIFIED or type("NoGenuineSSLContext", (), {})
+# ssl.py's own SSLSocket, as its SSLContext names it before anything could rebind ssl.SSLSocket.
+_socket_class = getattr(IDENTIFIED, "sslsocket_class", None)
+GENUINE_SOCKET: type = (
+    _socket_class
+    if isinstance(_socket_class, type) and _socket_class.__module__ == "ssl"
+    else type("NoGenuineSSLSocket", (), {})
+)
+
+
+def genuine_classes() -> bool:
+    """Whether the names ssl.py's own methods look up when they run (``super(SSLContext, ...)``,
+    ``super(SSLSocket, ...)``) still name its own classes: rebound (a subclass, gevent patched
+    after urllib3's import), stock's set-up fails (RecursionError), and so must every connection."""
+    return ssl.SSLContext is GENUINE_CONTEXT and ssl.SSLSocket is GENUINE_SOCKET
+
+
 # The last namespace of the class found to be ssl.py's own (its names, their values) and its
 # functions with their code (a tracer may rewrite a function's code in place), compared by
 # identity per connection.

@@ -11,7 +11,7 @@ from typing import Any
 from . import _contexts, _policy
 from ._errors import FrozenContextError
 from ._files import FileCheck, propagate, read_checks
-from ._genuine import GENUINE_CONTEXT, is_genuine_function
+from ._genuine import GENUINE_CONTEXT, genuine_classes
 from ._policy import Aside, Reason, StockError
 from ._registry import REGISTRY
 from ._state import STATE
@@ -62,10 +62,11 @@ def set_up_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     settings = STATE.settings
     if not STATE.active or settings is None:
         return wrapped(*args, **kwargs)
-    if not is_genuine_function(wrapped, settings.connection):
-        # Another library's layer below ours (or a replacement): it gets the caller's inputs,
-        # as without the shim; rewritten ones would defeat what it does with them.
-        REGISTRY.step_aside(Reason.LAYER_BELOW)
+    unknown = settings.known(wrapped)
+    if unknown is not None:
+        # Another library's layer below ours, a replacement, or urllib3 code not reviewed: it
+        # gets the caller's inputs, as without the shim; rewritten ones would defeat it.
+        REGISTRY.step_aside(unknown)
         return wrapped(*args, **kwargs)
     if len(args) == 1 and "sock" not in kwargs:  # (the proxy leg passes the socket so)
         kwargs["sock"], args = args[0], ()
@@ -132,6 +133,7 @@ _loaded: weakref.WeakKeyDictionary[Any, FileCheck] = weakref.WeakKeyDictionary()
 
 def _eligible(ctx: Any, inputs: dict[str, Any]) -> bool:
     return (type(ctx) is GENUINE_CONTEXT and GENUINE_CONTEXT.load_verify_locations is _GENUINE_LOAD
+            and genuine_classes()
             and "load_verify_locations" not in getattr(ctx, "__dict__", {})
             and bool(inputs["ca_certs"]) and not inputs["ca_cert_dir"]
             and inputs["ca_cert_data"] is None)  # fmt: skip

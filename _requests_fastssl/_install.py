@@ -129,6 +129,14 @@ def status() -> Status:
 
     with _lock:
         _notice_detached()
+        if STATE.active and STATE.phase == "active":
+            # (activated inside urllib3's import, where the code was not yet read: now it is)
+            from ._compat import unknown_code
+
+            reason = unknown_code()
+            if reason is not None:
+                STATE.phase, STATE.reason = "unsupported", reason
+                _warn_unsupported(reason)
         return Status(State(STATE.phase), STATE.reason)
 
 
@@ -190,18 +198,24 @@ def _initializing(module: ModuleType) -> bool:
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
-def _activate() -> None:
-    """Patch the imported urllib3 (called with the lock held)."""
+def _warn_unsupported(reason: str) -> None:
+    if not STATE.warned:
+        STATE.warned = True
+        _logger().warning("requests_fastssl: leaving urllib3 (and requests) stock: %s", reason)
+
+
+def _activate(deferred: bool = False) -> None:
+    """Patch the imported urllib3 (called with the lock held). ``deferred``: inside its import,
+    where reading its TLS code would cost the import milliseconds; the first set-up (or
+    ``status()``) reads it, and every connection is stock if it is not tabled."""
     from . import _compat
 
-    reason = _compat.unsupported_reason()
+    reason = _compat.unsupported_reason(code=not deferred)
     if reason is not None:
         STATE.phase, STATE.reason = "unsupported", reason
         if STATE.strict:
             raise UnsupportedVersionError(f"requests_fastssl cannot patch: {reason}")
-        if not STATE.warned:
-            STATE.warned = True
-            _logger().warning("requests_fastssl: leaving urllib3 (and requests) stock: %s", reason)
+        _warn_unsupported(reason)
         return
     import urllib3.connection
     import urllib3.util.ssl_
@@ -236,7 +250,7 @@ def _on_urllib3_imported(module: ModuleType) -> None:
             activated = STATE.wanted and not STATE.active
             if activated:
                 STATE.strict = False  # nobody to raise to inside someone else's import
-                _activate()
+                _activate(deferred=True)
         if activated and STATE.active:
             _warm_from_env()
     except Exception as exc:

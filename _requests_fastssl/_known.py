@@ -1,0 +1,131 @@
+"""The library code the shim knows: for each function whose steps it mirrors or whose inputs its
+key assumes, the fingerprints of the variants reviewed (entered by hand, from what
+``tools/known_code.py`` prints), and how a function's fingerprint is taken from its source
+tokens. Stock for anything else: a local patch, a release not reviewed, a sourceless install."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import sys
+from collections.abc import Iterator
+
+__all__ = ["FUNCTIONS", "TABLE", "fingerprint", "source_of"]
+
+# The functions the shim rewrites inputs over (urllib3's set-up), reproduces the steps of
+# (the build), or whose inputs its key assumes. Code that runs after the context, in stock
+# and shim alike (_match_hostname, the socket wrap), needs no entry.
+FUNCTIONS = (
+    ("urllib3.connection", "_ssl_wrap_socket_and_match_hostname"),
+    ("urllib3.util.ssl_", "ssl_wrap_socket"),
+    ("urllib3.util.ssl_", "create_urllib3_context"),
+    ("urllib3.util.ssl_", "resolve_cert_reqs"),
+    ("urllib3.util.ssl_", "resolve_ssl_version"),
+    ("urllib3.util.ssl_", "_is_key_file_encrypted"),
+)
+
+# "module.function" -> {fingerprint: the releases whose wheel holds that variant}. Reviewed:
+# a variant enters only by a commit that read its diff (tools/known_code.py prints it) after
+# the sharing tests passed on a release of it (nox -s known).
+# 2.0.2 is not: its set-up keeps OpenSSL's host-name check for assert_hostname=False, where the
+# build (from 2.0.3 on) turns it off. 2.0.0 and 2.0.1 were yanked.
+TABLE: dict[str, dict[str, str]] = {
+    "urllib3.connection._ssl_wrap_socket_and_match_hostname": {
+        "a011a76a28dbbd2629665889e0ca2d76": "2.0.3-2.2.1",
+        "6382e6f4465e27521b79268d6c24be1b": "2.2.2-2.8.0",
+    },
+    "urllib3.util.ssl_.ssl_wrap_socket": {
+        "567de20dfe988f5fcac070db88c2a525": "2.0.3-2.0.6",
+        "89ac59860d244d40c6556a837ec38574": "2.0.7-2.2.2",
+        "470237a75e51b437d887d7f6bb02b96f": "2.2.3-2.8.0",
+    },
+    "urllib3.util.ssl_.create_urllib3_context": {
+        "1cacd3c9345fb6addf54fea70412f68c": "2.0.3-2.0.7",
+        "dca23e72c757bd94dfef3dc537798671": "2.1.0",
+        "c4b68b77e8c7ffa49654de386dcd25a5": "2.2.0-2.2.3",
+        "5f95d31dd7101b20759008b42bd2e15f": "2.3.0",
+        "b065537b595d642c9cf14a3ddf3fd80c": "2.4.0",
+        "29af9a8e48f4c95492d4f57773936c26": "2.5.0",
+        "2eaaf407fff803875c0fe2aac1fee88e": "2.6.0-2.6.3",
+        "7f22de8d1d84b6c8ef70116cb3d12421": "2.7.0-2.8.0",
+    },
+    "urllib3.util.ssl_.resolve_cert_reqs": {"f4f285a170768eaa74dd5f7e6cc5f8b3": "2.0.3-2.8.0"},
+    "urllib3.util.ssl_.resolve_ssl_version": {"ffe08514b0f237db2421c84537c0dd4a": "2.0.3-2.8.0"},
+    "urllib3.util.ssl_._is_key_file_encrypted": {"0e14f5ef6b06c62d2f92cceba73ffaa1": "2.0.3-2.8.0"},
+}
+
+
+def _tokens(lines: list[str]) -> Iterator[str]:
+    """The block that starts at ``lines[0]`` (a def, or its first decorator), token by token:
+    comments and blank lines left out, f-strings (3.12 splits them) joined again into the one
+    STRING token 3.11 gives, so that a fingerprint is the same on every Python."""
+    import tokenize  # (not at start-up: only a first check of the code needs it)
+
+    skip, structure = (
+        {tokenize.COMMENT, tokenize.NL},
+        {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT},
+    )
+    starts = {
+        getattr(tokenize, n) for n in ("FSTRING_START", "TSTRING_START") if hasattr(tokenize, n)
+    }
+    ends = {getattr(tokenize, n) for n in ("FSTRING_END", "TSTRING_END") if hasattr(tokenize, n)}
+    readline = io.StringIO("".join(lines)).readline
+    depth, body, nested, start = 0, False, 0, (0, 0)
+    for tok in tokenize.generate_tokens(readline):
+        kind = tok.type
+        if kind in starts:
+            nested, start = nested + 1, (start if nested else tok.start)
+            continue
+        if nested:
+            if kind in ends:
+                nested -= 1
+                if not nested:  # (the f-string's own text, as 3.11's single STRING token)
+                    (r0, c0), (r1, c1) = start, tok.end
+                    text = "".join(lines[r0 - 1 : r1])
+                    yield f"STRING {text[c0 : len(text) - len(lines[r1 - 1]) + c1]}"
+            continue
+        if kind in skip:
+            continue
+        if kind == tokenize.INDENT:
+            depth, body = depth + 1, True
+        elif kind == tokenize.DEDENT:
+            depth -= 1
+        elif kind == tokenize.ENDMARKER:
+            return
+        yield (
+            tokenize.tok_name[kind]
+            if kind in structure
+            else f"{tokenize.tok_name[kind]} {tok.string}"
+        )
+        if body and depth == 0:
+            return
+
+
+def fingerprint(source: str, first_line: int, name: str) -> str | None:
+    """The fingerprint of function ``name`` defined at ``first_line`` (1-based: its first
+    decorator's line, as ``co_firstlineno``) of ``source``; None if no such def starts there."""
+    import tokenize
+
+    # (line ends as the compiler counts them: not str.splitlines, which also splits at \f)
+    lines = io.StringIO(source).readlines()[first_line - 1 :]
+
+    try:
+        tokens = list(_tokens(lines))
+    except (SyntaxError, tokenize.TokenError):  # (cut short: not a block this can read)
+        return None
+    try:
+        if tokens[tokens.index("NAME def") + 1] != f"NAME {name}":
+            return None
+    except (ValueError, IndexError):
+        return None
+    return hashlib.sha256("\n".join(tokens).encode()).hexdigest()[:32]
+
+
+def source_of(module_name: str) -> str | None:
+    """The source text of an imported module, through its loader (None: sourceless, frozen)."""
+    module = sys.modules.get(module_name)
+    try:
+        source = module.__spec__.loader.get_source(module_name)  # type: ignore[union-attr]
+    except (AttributeError, ImportError, OSError):
+        return None
+    return source if isinstance(source, str) else None
