@@ -53,11 +53,13 @@ def releases() -> list[str]:
 def wheel(version: str, cache: Path) -> Path:
     found = sorted(cache.glob(f"urllib3-{version}-*.whl"))
     if not found:
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
              "-d", str(cache), f"urllib3=={version}"],
-            check=True,
+            capture_output=True, text=True,
         )  # fmt: skip
+        if done.returncode:
+            raise SystemExit(f"pip download urllib3=={version} failed:\n{done.stderr}")
         found = sorted(cache.glob(f"urllib3-{version}-*.whl"))
     return found[0]
 
