@@ -41,7 +41,7 @@ cleanup() { for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; don
 trap cleanup EXIT
 
 run_host() {
-    [ -x .venv/bin/python ] || { python3 -m venv .venv && .venv/bin/pip install -q -U pip && .venv/bin/pip install -q -e . --group test; }
+    [ -x .venv/bin/python ] || { python3 -m venv .venv && .venv/bin/pip install -q -U pip && .venv/bin/pip install -q -e . --group test -c tools/constraints.txt; }
     if [ $mode = run ]; then PATH="$PWD/.venv/bin:$PATH" "$@"; else .venv/bin/python -m pytest "$@"; fi
 }
 
@@ -72,7 +72,7 @@ run_leg() {
     rm -rf "$root/src" && mkdir -p "$root/src" && git archive HEAD | tar -x -C "$root/src"
     if [ ! -x "$root$venv/bin/python" ]; then chroot "$root" "$python" -m venv "$venv"; fi
     chroot "$root" env PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
-        sh -c "$venv/bin/pip install -q -U pip && $venv/bin/pip install -q ${PIP_EXTRA[$leg]:-} -e /src --group /src/pyproject.toml:test" \
+        sh -c "$venv/bin/pip install -q -U pip && $venv/bin/pip install -q ${PIP_EXTRA[$leg]:-} -e /src --group /src/pyproject.toml:test -c /src/tools/constraints.txt" \
         >"$root/pip.log" 2>&1 || { cat "$root/pip.log" >&2; return 1; }
     chroot "$root" "$venv/bin/python" -c 'import platform, ssl; print("platforms.sh:", platform.python_implementation(), platform.python_version(), "/", ssl.OPENSSL_VERSION)' >&2
     local command=("$venv/bin/python" -m pytest "$@")
