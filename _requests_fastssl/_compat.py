@@ -65,18 +65,10 @@ def unsupported_reason(code: bool = True) -> str | None:
         if params != INPUTS:
             return f"urllib3 {urllib3_version}'s TLS set-up takes inputs this shim does not know"
         if code:
-            return unknown_code()
+            from ._genuine import unknown_code_reason
+
+            return unknown_code_reason()
     return None
-
-
-def unknown_code() -> str | None:
-    """Why urllib3 2's TLS code is not code the shim knows, or None (urllib3 1.26: stock)."""
-    connection = sys.modules.get("urllib3.connection")
-    if connection is None or not hasattr(connection, "_ssl_wrap_socket_and_match_hostname"):
-        return None
-    from ._policy import unknown_code_reason
-
-    return unknown_code_reason()
 
 
 def hook() -> tuple[types.ModuleType, str, Any]:

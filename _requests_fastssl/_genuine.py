@@ -15,8 +15,8 @@ from . import _known
 from ._files import propagate
 
 __all__ = [
-    "GENUINE_CONTEXT", "GENUINE_SOCKET", "IDENTIFIED", "genuine_classes", "genuine_unpatched",
-    "is_genuine_function", "known_function",
+    "GENUINE_CONTEXT", "GENUINE_SOCKET", "IDENTIFIED", "KnownCode", "genuine_classes",
+    "genuine_unpatched", "is_genuine_function", "known_function", "unknown_code_reason",
 ]  # fmt: skip
 
 # module name -> its file's code objects by qualified name; ids of code objects found genuine
@@ -85,6 +85,65 @@ def known_function(func: Any, module: types.ModuleType) -> bool | None:
     known = taken in variants
     _FOUND[id(code)] = (code, known)
     return known
+
+
+class KnownCode:
+    """Every tabled function as each of urllib3's two TLS modules binds it (the names the tabled
+    code calls, and more), with the module defining it; the last reading found known."""
+
+    def __init__(self, connection: types.ModuleType, ssl_: types.ModuleType) -> None:
+        self.connection = connection
+        modules = {connection.__name__: connection, ssl_.__name__: ssl_}
+        homes = {name: modules[module] for module, name in _known.FUNCTIONS}
+        self._bindings = tuple(
+            (space, name, homes[name])
+            for space in (vars(connection), vars(ssl_))
+            for name in homes
+            if name in space and name != "_ssl_wrap_socket_and_match_hostname"
+        )
+        self._known: tuple[Any, ...] = ()
+
+    def check(self, set_up: Any = None) -> str | None:
+        """None if ``set_up`` (the function under the shim's layer) and every binding are
+        urllib3's own and tabled, else the reason code: ``layer-below``, ``urllib3-replaced``
+        or ``unknown-code``. By identity with the last such reading, codes included (a tracer
+        may rewrite a function's code in place)."""
+        read = [set_up, *(space.get(name) for space, name, _ in self._bindings)]
+        read += [getattr(f, "__code__", None) for f in read]
+        memo = self._known
+        if len(read) == len(memo) and all(map(operator.is_, read, memo)):
+            return None
+        found = [] if set_up is None else [known_function(set_up, self.connection)]
+        if None in found:
+            return "layer-below"
+        found += [known_function(space.get(name), home) for space, name, home in self._bindings]
+        if None in found:
+            return "urllib3-replaced"
+        if False in found:
+            return "unknown-code"
+        self._known = tuple(read)
+        return None
+
+
+def unknown_code_reason() -> str | None:
+    """What ``status()`` says where a tabled function of urllib3 2 is its own but not tabled,
+    else None (a function replaced or wrapped is each connection's reason, not the release's)."""
+    connection = sys.modules.get("urllib3.connection")
+    if not hasattr(connection, "_ssl_wrap_socket_and_match_hostname"):
+        return None  # (urllib3 1.26: stock anyway)
+    for module, name in _known.FUNCTIONS:
+        home = sys.modules.get(module)
+        func = getattr(home, name, None)
+        for _ in range(8):  # (the set-up under the shim's layer, and any other wrapt layer)
+            func = getattr(func, "__wrapped__", func)
+        if home is not None and known_function(func, home) is False:
+            version = getattr(sys.modules.get("urllib3._version"), "__version__", "?")
+            why = ("no source to read: a sourceless or frozen install"
+                   if _known.source_of(module) is None
+                   else "a local patch, or a release the table lacks")  # fmt: skip
+            return (f"urllib3 {version}: {module}.{name} is not code this shim has reviewed "
+                    f"({why}); every connection is left to stock")  # fmt: skip
+    return None
 
 
 def _genuine_context_class() -> type | None:

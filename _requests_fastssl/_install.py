@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["STATE", "activate", "clear", "install", "stats", "status", "uninstall"]
 
 ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
+_MISSED = (
+    "urllib3 was imported through another finder in front of the shim's, which did not call "
+    "back; install() activates it"
+)
 _BEING_IMPORTED = (
     "urllib3 was being imported when install() ran; call install() again once it is imported"
 )
@@ -82,6 +86,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
                 _import_hook.add(_import_hook.TARGET, _on_urllib3_imported)
                 STATE.phase, STATE.reason = "pending", "waiting for urllib3 to be imported"
             elif not _initializing(connection):
+                _import_hook.remove(_import_hook.TARGET)  # (imported past our entry)
                 _activate()
             elif _import_hook.is_ours(getattr(connection, "__loader__", None)):
                 STATE.phase, STATE.reason = "pending", "urllib3 is being imported"
@@ -129,14 +134,11 @@ def status() -> Status:
 
     with _lock:
         _notice_detached()
+        if STATE.phase == "pending" and _import_hook.missed(_import_hook.TARGET):
+            STATE.reason = _MISSED
         if STATE.active and STATE.phase == "active":
             # (activated inside urllib3's import, where the code was not yet read: now it is)
-            from ._compat import unknown_code
-
-            reason = unknown_code()
-            if reason is not None:
-                STATE.phase, STATE.reason = "unsupported", reason
-                _warn_unsupported(reason)
+            _observe.unknown_code()
         return Status(State(STATE.phase), STATE.reason)
 
 
@@ -198,12 +200,6 @@ def _initializing(module: ModuleType) -> bool:
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
-def _warn_unsupported(reason: str) -> None:
-    if not STATE.warned:
-        STATE.warned = True
-        _logger().warning("requests_fastssl: leaving urllib3 (and requests) stock: %s", reason)
-
-
 def _activate(deferred: bool = False) -> None:
     """Patch the imported urllib3 (called with the lock held). ``deferred``: inside its import,
     where reading its TLS code would cost the import milliseconds; the first set-up (or
@@ -215,7 +211,7 @@ def _activate(deferred: bool = False) -> None:
         STATE.phase, STATE.reason = "unsupported", reason
         if STATE.strict:
             raise UnsupportedVersionError(f"requests_fastssl cannot patch: {reason}")
-        _warn_unsupported(reason)
+        _observe.warn_unsupported(reason)
         return
     import urllib3.connection
     import urllib3.util.ssl_

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ._state import LOCK, STATE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -113,9 +115,34 @@ def activated(wrapped: str) -> None:
             )
 
 
+def warn_unsupported(reason: str) -> None:
+    """The one warning that urllib3 is left stock, and why (with the lock)."""
+    if not STATE.warned:
+        STATE.warned = True
+        _logger().warning("requests_fastssl: leaving urllib3 (and requests) stock: %s", reason)
+
+
+def unknown_code() -> None:
+    """Where urllib3's TLS code is not tabled, ``status()`` says so and it warns once; read at
+    the first connection left to stock for it, or by ``status()`` (activation inside urllib3's
+    import does not read it)."""
+    from ._genuine import unknown_code_reason
+
+    with LOCK:
+        if STATE.active and STATE.phase == "active":
+            reason = unknown_code_reason()
+            if reason is not None:
+                STATE.phase, STATE.reason = "unsupported", reason
+                warn_unsupported(reason)
+
+
 def first_step_aside(reason: Reason) -> None:
     """The first connection left to stock for ``reason`` in this process."""
     import contextlib
+
+    if reason.code == "unknown-code":
+        unknown_code()
+        return
 
     advice = ADVICE.get(reason.code)
     # An application's log filter may raise: never into the connection stock then makes.

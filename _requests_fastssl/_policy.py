@@ -5,25 +5,21 @@ the registry key and the files to check, or the ``Reason`` for stock (docs/desig
 from __future__ import annotations
 
 import enum
-import logging
 import operator
 import os
 import ssl
-import sys
 import types
 from collections.abc import Hashable, Mapping
 from typing import Any, NamedTuple
 
-from . import _known
 from ._files import propagate
 from ._genuine import (
     GENUINE_CONTEXT,
+    KnownCode,
     genuine_classes,
     genuine_unpatched,
     is_genuine_function,
-    known_function,
 )
-from ._state import LOCK, STATE
 
 __all__ = ["INPUTS", "Aside", "Decision", "Reason", "Settings", "StockError", "decide"]
 
@@ -82,6 +78,9 @@ class Reason(enum.Enum):
 
     def __str__(self) -> str:
         return self.code
+
+
+_BY_CODE = {reason.code: reason for reason in Reason}
 
 
 class Aside(Exception):
@@ -160,37 +159,13 @@ class Settings:
         names = getattr(code, "co_names", ())
         self.globals = tuple(name for name in names if name in space)
         self._memo: tuple[Any, ...] = ()  # (the last probe all fixed: snapshot)
-        # Every tabled function as each of the two modules binds it (the names the tabled code
-        # calls, and more), with the module that defines it; the last reading found known.
-        modules = {connection.__name__: connection, ssl_.__name__: ssl_}
-        homes = {name: modules[module] for module, name in _known.FUNCTIONS}
-        self._bindings = tuple(
-            (space, name, homes[name])
-            for space in (vars(connection), vars(ssl_))
-            for name in homes
-            if name in space and name != "_ssl_wrap_socket_and_match_hostname"
-        )
-        self._known: tuple[Any, ...] = ()
+        self.code = KnownCode(connection, ssl_)
 
     def known(self, set_up: Any = None) -> Reason | None:
         """None if the set-up (``set_up``: the function the wrapper was given) and every tabled
         function it reaches are urllib3's own and tabled, else the Reason for stock."""
-        read = [set_up, *(space.get(name) for space, name, _ in self._bindings)]
-        read += [getattr(f, "__code__", None) for f in read]  # (a code rewritten in place)
-        memo = self._known
-        if len(read) == len(memo) and all(map(operator.is_, read, memo)):
-            return None
-        found = [] if set_up is None else [known_function(set_up, self.connection)]
-        if None in found:
-            return Reason.LAYER_BELOW
-        found += [known_function(space.get(name), home) for space, name, home in self._bindings]
-        if None in found:
-            return Reason.URLLIB3_REPLACED
-        if False in found:
-            unknown_code(self)
-            return Reason.UNKNOWN_CODE
-        self._known = tuple(read)
-        return None
+        found = self.code.check(set_up)
+        return None if found is None else _BY_CODE[found]
 
     def snapshot(self) -> Reason | tuple[tuple[Hashable, ...], tuple[Any, ...]]:
         """The settings' part of the key and its ALPN list: one reading, the build's too."""
@@ -227,39 +202,6 @@ class Settings:
         except (TypeError, ValueError) as exc:  # (ValueError: a writable memoryview)
             propagate(exc)
             return Reason.UNHASHABLE_SETTING
-
-
-def unknown_code_reason() -> str | None:
-    """What ``status()`` says where a tabled function is urllib3's own but not tabled, else None
-    (a function replaced or wrapped is each connection's reason, not the release's)."""
-    for module, name in _known.FUNCTIONS:
-        home = sys.modules.get(module)
-        func = getattr(home, name, None)
-        for _ in range(8):  # (the set-up under the shim's layer, and any other wrapt layer)
-            func = getattr(func, "__wrapped__", func)
-        if known_function(func, home) is False:  # type: ignore[arg-type]
-            version = getattr(sys.modules.get("urllib3._version"), "__version__", "?")
-            why = ("no source to read: a sourceless or frozen install"
-                   if _known.source_of(module) is None
-                   else "a local patch, or a release the table lacks")  # fmt: skip
-            return (f"urllib3 {version}: {module}.{name} is not code this shim has reviewed "
-                    f"({why}); every connection is left to stock")  # fmt: skip
-    return None
-
-
-def unknown_code(settings: Settings) -> None:
-    """A set-up met urllib3 code that is not tabled: status() says so, and it warns once."""
-    reason = unknown_code_reason()
-    with LOCK:
-        if reason is None or not STATE.active or STATE.phase == "unsupported":
-            return
-        STATE.phase, STATE.reason = "unsupported", reason
-        warn = not STATE.warned
-        STATE.warned = True
-    if warn:
-        logging.getLogger("requests_fastssl").warning(
-            "requests_fastssl: leaving urllib3 (and requests) stock: %s", reason
-        )
 
 
 _DEPRECATED = {getattr(ssl.TLSVersion, n, None) for n in ("SSLv3", "TLSv1", "TLSv1_1")} - {None}

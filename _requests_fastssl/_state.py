@@ -38,7 +38,7 @@ class _State:
         self.phase = "not-installed"  # a State value; see _status.State
         self.reason = ""
         self.handles: list[tuple[Any, str, Any]] = []  # (owner, attribute, wrapt handle)
-        self.hook: Any = None  # the sys.meta_path entry while waiting for an import
+        self.hook: Any = None  # the sys.meta_path entry, once inserted (inert awaiting nothing)
         self.max_contexts: int | None = None
         self.settings: Settings | None = None  # urllib3's modules, read at each set-up
         self.strict = self.warned = False
