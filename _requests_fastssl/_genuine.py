@@ -81,7 +81,7 @@ def known_function(func: Any, module: types.ModuleType) -> bool | None:
         return found[1]
     variants = _known.TABLE.get(f"{name}.{code.co_name}", {})
     source = _SOURCES.get(name)
-    taken = source and _known.fingerprint(source, code.co_firstlineno, code.co_name)
+    taken = source and _known.identify(source, code, func.__globals__)
     known = taken in variants
     _FOUND[id(code)] = (code, known)
     return known
@@ -92,7 +92,7 @@ class KnownCode:
     code calls, and more), with the module defining it; the last reading found known."""
 
     def __init__(self, connection: types.ModuleType, ssl_: types.ModuleType) -> None:
-        self.connection = connection
+        self.connection, self._ssl = connection, ssl_
         modules = {connection.__name__: connection, ssl_.__name__: ssl_}
         homes = {name: modules[module] for module, name in _known.FUNCTIONS}
         self._bindings = tuple(
@@ -108,6 +108,8 @@ class KnownCode:
         urllib3's own and tabled, else the reason code: ``layer-below``, ``urllib3-replaced``
         or ``unknown-code``. By identity with the last such reading, codes included (a tracer
         may rewrite a function's code in place)."""
+        if vars(self.connection).get("ssl_") is not self._ssl:
+            return "urllib3-replaced"  # (the set-up reads its flags through it, the build not)
         read = [set_up, *(space.get(name) for space, name, _ in self._bindings)]
         read += [getattr(f, "__code__", None) for f in read]
         memo = self._known

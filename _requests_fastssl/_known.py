@@ -8,9 +8,14 @@ from __future__ import annotations
 import hashlib
 import io
 import sys
-from collections.abc import Iterator
+import types
 
-__all__ = ["FUNCTIONS", "TABLE", "fingerprint", "source_of"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing costs start-up time; this module is imported at activation)
+    from collections.abc import Iterator
+    from typing import Any
+
+__all__ = ["FUNCTIONS", "TABLE", "fingerprint", "identify", "source_of"]
 
 # The functions the shim rewrites inputs over (urllib3's set-up), reproduces the steps of
 # (the build), or whose inputs its key assumes. Code that runs after the context, in stock
@@ -55,10 +60,11 @@ TABLE: dict[str, dict[str, str]] = {
 }
 
 
-def _tokens(lines: list[str]) -> Iterator[str]:
+def _tokens(lines: list[str], end: list[int]) -> Iterator[str]:
     """The block that starts at ``lines[0]`` (a def, or its first decorator), token by token:
     comments and blank lines left out, f-strings (3.12 splits them) joined again into the one
-    STRING token 3.11 gives, so that a fingerprint is the same on every Python."""
+    STRING token 3.11 gives, so that a fingerprint is the same on every Python. ``end[0]``: the
+    number of lines the block spans, once it has ended."""
     import tokenize  # (not at start-up: only a first check of the code needs it)
 
     skip, structure = (
@@ -98,19 +104,20 @@ def _tokens(lines: list[str]) -> Iterator[str]:
             else f"{tokenize.tok_name[kind]} {tok.string}"
         )
         if body and depth == 0:
+            end[0] = tok.start[0] - 1 if kind == tokenize.DEDENT else tok.end[0]
             return
 
 
-def fingerprint(source: str, first_line: int, name: str) -> str | None:
+def _block(source: str, first_line: int, name: str) -> tuple[str, list[str]] | None:
     """The fingerprint of function ``name`` defined at ``first_line`` (1-based: its first
-    decorator's line, as ``co_firstlineno``) of ``source``; None if no such def starts there."""
+    decorator's line, as ``co_firstlineno``) of ``source``, and the block's lines."""
     import tokenize
 
     # (line ends as the compiler counts them: not str.splitlines, which also splits at \f)
     lines = io.StringIO(source).readlines()[first_line - 1 :]
-
+    end = [0]
     try:
-        tokens = list(_tokens(lines))
+        tokens = list(_tokens(lines, end))
     except (SyntaxError, tokenize.TokenError):  # (cut short: not a block this can read)
         return None
     try:
@@ -118,7 +125,48 @@ def fingerprint(source: str, first_line: int, name: str) -> str | None:
             return None
     except (ValueError, IndexError):
         return None
-    return hashlib.sha256("\n".join(tokens).encode()).hexdigest()[:32]
+    return hashlib.sha256("\n".join(tokens).encode()).hexdigest()[:32], lines[: end[0]]
+
+
+def fingerprint(source: str, first_line: int, name: str) -> str | None:
+    """The fingerprint of function ``name`` defined at ``first_line`` of ``source``, or None
+    if no such def starts there."""
+    found = _block(source, first_line, name)
+    return None if found is None else found[0]
+
+
+def identify(source: str, code: types.CodeType, namespace: dict[str, Any]) -> str | None:
+    """The fingerprint of the function whose code is ``code``, taken from ``source`` only if
+    that source is what ``code`` was compiled from: its block alone, compiled at its lines with
+    the code's future flags and this interpreter's optimisation, gives an equal code object (a
+    stale or unchecked ``.pyc``, or a loader that rewrites code but not source, fails it). The
+    names it reads that hold modules (``namespace``: its globals) are declared imported on the
+    first line, as the module's own imports declare them: the compiler calls an imported
+    name's attributes differently. A guess that misses only ever fails the check: stock."""
+    found = _block(source, code.co_firstlineno, code.co_name)
+    if found is None or code.co_firstlineno < 2:
+        return None
+    import __future__
+
+    names: set[str] = set()
+    todo = [code]
+    while todo:
+        names.update(todo[-1].co_names)
+        todo += [c for c in todo.pop().co_consts if isinstance(c, types.CodeType)]
+    imported = sorted(n for n in names if isinstance(namespace.get(n), types.ModuleType))
+    text = "".join(
+        (f"import {', '.join(imported)}" if imported else "", "\n" * (code.co_firstlineno - 1))
+    )
+    futures = sum(getattr(__future__, n).compiler_flag for n in __future__.all_feature_names)
+    try:
+        compiled = compile(text + "".join(found[1]), code.co_filename, "exec",
+                           flags=code.co_flags & futures, dont_inherit=True,
+                           optimize=sys.flags.optimize)  # fmt: skip
+    except (SyntaxError, ValueError):
+        return None
+    if not any(const == code for const in compiled.co_consts if isinstance(const, types.CodeType)):
+        return None
+    return found[0]
 
 
 def source_of(module_name: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import compileall
 import hashlib
 import json
+import py_compile
 import shutil
 import sys
 import zipfile
@@ -110,6 +111,70 @@ def test_a_locally_patched_set_up_is_stock(
     )
 
 
+def _pin_in_set_up(package: Path) -> None:
+    """The set-up pins a certificate the server does not have whenever verify is a file."""
+    pin = hashlib.sha256(b"not the server's certificate").hexdigest()
+    anchor = "    default_ssl_context = False\n"
+    _edit(package / "connection.py", anchor, f"    if ca_certs and not assert_fingerprint:\n"
+          f"        assert_fingerprint = {pin!r}\n{anchor}")  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["unchecked-pyc", "rewriting-loader"])
+def test_code_not_compiled_from_the_tabled_source_is_stock(
+    how: str, pki: PKI, make_server: ServerFactory, tmp_path: Path
+) -> None:
+    # The code that runs is patched, the source a loader returns is the release's: the
+    # fingerprint is taken only of source that compiles to the code that runs.
+    package = _copy_urllib3(tmp_path)
+    released = (package / "connection.py").read_text()
+    env = {"PYTHONPATH": str(tmp_path), "WHERE": str(package)}
+    if how == "unchecked-pyc":  # (a .pyc trusted without looking at its source)
+        _pin_in_set_up(package)
+        py_compile.compile(
+            str(package / "connection.py"),
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        (package / "connection.py").write_text(released)
+    else:  # (a start-up hook that instruments code as it loads it, as typeguard's does)
+        hook = tmp_path / "sitecustomize.py"
+        hook.write_text(REWRITING_LOADER)
+    url = make_server().url
+    stock, shim = _run("stock", url, pki, **env), _run("shim", url, pki, **env)
+    assert stock[0][0][0] == "SSLError"
+    assert "Fingerprints did not match" in stock[0][0][1]
+    assert shim[0] == stock[0]
+    assert shim[1][1:] == [0, {"unknown-code": 2}]
+
+
+REWRITING_LOADER = """
+import hashlib, importlib.machinery, sys
+
+PIN = hashlib.sha256(b"not the server's certificate").hexdigest()
+ANCHOR = "    default_ssl_context = False\\n"
+
+class Loader(importlib.machinery.SourceFileLoader):
+    def source_to_code(self, data, path, *, _optimize=-1):
+        text = importlib.util.decode_source(data).replace(
+            ANCHOR, f"    if ca_certs and not assert_fingerprint:\\n"
+                    f"        assert_fingerprint = {PIN!r}\\n" + ANCHOR)
+        return compile(text, path, "exec", dont_inherit=True)
+
+    def get_code(self, fullname):
+        source = self.get_data(self.get_filename(fullname))
+        return self.source_to_code(source, self.get_filename(fullname))
+
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "urllib3.connection":
+            spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+            spec.loader = Loader(name, spec.origin)
+            return spec
+
+import importlib.util
+sys.meta_path.insert(0, Finder())
+"""
+
+
 def test_a_release_the_table_lacks_is_stock_and_strict_refuses(
     pki: PKI, make_server: ServerFactory, tmp_path: Path
 ) -> None:
@@ -183,7 +248,7 @@ def test_the_installed_urllib3_is_tabled_function_by_function() -> None:
         func = getattr(func, "__wrapped__", func)
         source = _known.source_of(module)
         assert source is not None
-        taken = _known.fingerprint(source, func.__code__.co_firstlineno, name)
+        taken = _known.identify(source, func.__code__, func.__globals__)
         assert taken in _known.TABLE[f"{module}.{name}"], (module, name, urllib3_version)
 
 
@@ -203,3 +268,25 @@ def test_the_fingerprint_reads_tokens_not_layout() -> None:
     assert _known.fingerprint(plain, 5, "f") is None
     # The block ends where its body does: what follows at its level is not part of it.
     assert _known.fingerprint(plain.replace("z = 1", "z = 2"), 1, "f") == taken
+
+
+def test_the_module_the_set_up_reads_its_flags_through_is_urllib3s(
+    pki: PKI, make_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, both_modes: Any
+) -> None:
+    # The set-up reads IS_PYOPENSSL and HAS_NEVER_CHECK_COMMON_NAME through its own global
+    # `ssl_`; the build reads urllib3.util.ssl_. Made to disagree, the shim steps aside.
+    import types
+
+    import requests
+    import urllib3.connection
+    import urllib3.util.ssl_
+
+    view = types.SimpleNamespace(**vars(urllib3.util.ssl_))
+    view.HAS_NEVER_CHECK_COMMON_NAME = True
+    monkeypatch.setattr(urllib3.connection, "ssl_", view)
+    monkeypatch.setattr(urllib3.util.ssl_, "HAS_NEVER_CHECK_COMMON_NAME", False)
+    server = make_server(names=("other.test",))
+    headers = {"Connection": "close"}
+    stock, shim = both_modes(lambda: requests.get(server.url, verify=pki.bundle, headers=headers))
+    assert stock[0] == "SSLError"
+    assert shim == stock
