@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._errors import FrozenContextError
-from ._files import FileCheck, pinned, propagate
+from ._files import FileCheck, from_signal_handler, pinned, propagate
 from ._genuine import GENUINE_CONTEXT
 from ._policy import Aside, Reason, StockError
 
@@ -122,17 +122,25 @@ def _cadata(check: FileCheck) -> str:
     return _BEYOND_ASCII.sub(b"", contents).decode("ascii")
 
 
+def _wrapped(wrap: Any, exc: OSError) -> StockError:
+    """urllib3's conversion of a CA load's OSError, a signal handler's included (urllib3's
+    ``except OSError`` wraps an alarm's TimeoutError landing in the load too). A handler's says
+    nothing of the files: transient, not remembered as their failure."""
+    error = wrap(exc)
+    error.__cause__ = error.__context__ = exc  # (as `raise error from exc` leaves them)
+    return StockError(error, transient=from_signal_handler(exc))
+
+
 def _stock(step: Any, *args: Any, wrap: Any = None, **kwargs: Any) -> Any:
     """One of stock's own steps: what it raises is this connection's error, as stock raises it
     (``wrap``: urllib3's conversion of a load's OSError)."""
     try:
         return step(*args, **kwargs)
     except Exception as exc:
+        if wrap is not None and isinstance(exc, OSError):
+            raise _wrapped(wrap, exc) from None
         propagate(exc)
-        error = wrap(exc) if wrap is not None and isinstance(exc, OSError) else exc
-        if error is not exc:  # (as `raise error from exc` inside the handler leaves them)
-            error.__cause__ = error.__context__ = exc
-        raise StockError(error) from None
+        raise StockError(exc) from None
 
 
 def build(
@@ -174,7 +182,13 @@ def build(
         _stock(ctx.load_default_certs)
     else:
         if ca_check is not None:  # (what raises here is ours: the build fails, stock loads)
-            ctx.load_verify_locations(cadata=_cadata(ca_check))
+            cadata = _cadata(ca_check)
+            try:
+                ctx.load_verify_locations(cadata=cadata)
+            except OSError as exc:  # (but a signal handler's lands where stock's load would)
+                if from_signal_handler(exc):
+                    raise _wrapped(ssl_.SSLError, exc) from None
+                raise
             ca_certs = None
         if ca_certs or ca_dir or ca_data:
             _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)

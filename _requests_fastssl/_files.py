@@ -22,7 +22,8 @@ from types import FrameType
 from typing import Any, Literal
 
 __all__ = [
-    "LARGEST", "RACY_WINDOW_NS", "FileCheck", "credentials", "pinned", "propagate", "read_checks"
+    "LARGEST", "RACY_WINDOW_NS", "FileCheck", "credentials", "from_signal_handler", "pinned",
+    "propagate", "read_checks",
 ]  # fmt: skip
 
 _MOST = 1 << 20
@@ -33,27 +34,36 @@ LARGEST = 8 << 20
 RACY_WINDOW_NS = 2_000_000_000
 
 
-def propagate(exc: BaseException) -> Literal[False]:
-    """Raise ``exc`` again where stock's code would raise it too: what a signal handler raised
-    (a frame called with a signal number and a frame), whatever its class, and anything not an
-    Exception, MemoryError and RecursionError, unless an audit hook raised it for an ``open`` of
-    ours (stock's loads are OpenSSL's, which fire none). Else False: "stock for this connection"."""
+def from_signal_handler(exc: BaseException) -> bool:
+    """Whether a signal handler raised ``exc``: a frame of its traceback was called with a
+    signal number and a frame among its first locals, or in a tuple there (``*args``)."""
     signals: set[Any] = getattr(sys.modules.get("signal"), "valid_signals", set)()
-    tb, audit = exc.__traceback__, False
+    tb = exc.__traceback__
     while tb is not None:
         values = [tb.tb_frame.f_locals.get(n) for n in tb.tb_frame.f_code.co_varnames[:3]]
-        flat = [x for v in values for x in (v if type(v) is tuple else (v,))]  # (*args)
+        flat = [x for v in values for x in (v if type(v) is tuple else (v,))]
         if any(type(a) is int and a in signals and type(b) is FrameType for a, b in pairwise(flat)):
-            raise exc
-        audit = audit or (
-            values[:1] == ["open"] and len(values) > 1 and isinstance(values[1], tuple)
-        )
+            return True
         tb = tb.tb_next
-    if not audit and (
-        not isinstance(exc, Exception) or isinstance(exc, MemoryError | RecursionError)
-    ):
-        raise exc
     return False
+
+
+def propagate(exc: BaseException) -> Literal[False]:
+    """Raise ``exc`` again where stock's code would raise it too: what a signal handler raised
+    (``from_signal_handler``), whatever its class, and anything not an Exception, MemoryError
+    and RecursionError, unless an audit hook raised it for an ``open`` of ours (stock's loads
+    are OpenSSL's, which fire none). Else False: "stock for this connection"."""
+    if from_signal_handler(exc):
+        raise exc
+    if isinstance(exc, Exception) and not isinstance(exc, MemoryError | RecursionError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        values = [tb.tb_frame.f_locals.get(n) for n in tb.tb_frame.f_code.co_varnames[:2]]
+        if values[:1] == ["open"] and len(values) > 1 and isinstance(values[1], tuple):
+            return False
+        tb = tb.tb_next
+    raise exc
 
 
 def _identity(path: str | int) -> tuple[int, ...] | None:

@@ -92,11 +92,13 @@ class Aside(Exception):
 
 
 class StockError(Exception):
-    """Stock's own step raised ``error`` in a connection's build: that connection raises it."""
+    """Stock's own step raised ``error`` in a connection's build: that connection raises it.
+    ``transient``: a signal handler raised it (an alarm during the CA load), which says nothing
+    of the files: the failure is not remembered, and the next connection builds again."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, transient: bool = False) -> None:
         super().__init__(repr(error))
-        self.error = error
+        self.error, self.transient = error, transient
 
 
 # The keyword arguments of urllib3 2.x's _ssl_wrap_socket_and_match_hostname, every one of

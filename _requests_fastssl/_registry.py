@@ -180,9 +180,10 @@ class Registry:
         except Aside as aside:
             self.count("build_failures")
             return aside.reason
-        except StockError:  # (raised by this connection, as stock; waiters go to stock)
+        except StockError as failed:  # (raised by this connection, as stock; waiters to stock)
             self.count("build_failures")
-            self._remember_failure(key, checks)
+            if not failed.transient:  # (a signal handler's: the next connection builds again)
+                self._remember_failure(key, checks)
             raise
         except (OSError, ValueError, TypeError, RuntimeError) as exc:
             propagate(exc)
