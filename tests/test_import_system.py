@@ -185,7 +185,9 @@ def test_activation_inside_another_finders_lazy_import_breaks_no_import(
     stock, shim = _both(LAZY, env, ORDER=order, WHAT=what)
     *seen, status = shim.splitlines()
     assert seen == stock.splitlines()
-    assert stock.splitlines()[:2] == ["imported gc pwd", "asked ['gc', 'pwd']"]
+    # (the lazy finder asked for gc at least: pwd may be imported at start-up, as on 3.14)
+    assert stock.splitlines()[0] == "imported gc pwd"
+    assert stock.splitlines()[1].startswith("asked ['gc'")
     assert status == "active"
 
 
