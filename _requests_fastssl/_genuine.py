@@ -5,7 +5,9 @@ urllib3's is code the shim knows (its source's fingerprint in ``_known.TABLE``).
 
 from __future__ import annotations
 
+import _thread
 import operator
+import os
 import ssl  # (its code is also read through sys.modules)
 import sys
 import types
@@ -27,6 +29,9 @@ _GENUINE_CODE: dict[int, types.CodeType] = {}
 # objects whose fingerprint was taken, tabled (True) or not: each is tokenized once.
 _SOURCES: dict[str, str | None] = {}
 _FOUND: dict[int, tuple[types.CodeType, bool]] = {}
+_IDENTIFYING = _thread.RLock()  # (reentrant: a signal handler's request inside a first check)
+if hasattr(os, "register_at_fork"):  # (held by a thread that a fork leaves behind)
+    os.register_at_fork(after_in_child=_IDENTIFYING._at_fork_reinit)  # type: ignore[attr-defined]
 
 
 def _compiled(name: str) -> dict[str, list[types.CodeType]]:
@@ -79,12 +84,21 @@ def known_function(func: Any, module: types.ModuleType) -> bool | None:
     found = _FOUND.get(id(code))
     if found is not None and found[0] is code:
         return found[1]
-    variants = _known.TABLE.get(f"{name}.{code.co_name}", {})
-    source = _SOURCES.get(name)
-    taken = source and _known.identify(source, code, func.__globals__)
-    known = taken in variants
-    _FOUND[id(code)] = (code, known)
-    return known
+    # A burst of first connections would each take the same fingerprint (ms of tokenizing,
+    # under the interpreter lock): the first takes it, the others wait for it, bounded.
+    held = _IDENTIFYING.acquire(True, 5.0)
+    try:
+        found = _FOUND.get(id(code))
+        if found is not None and found[0] is code:
+            return found[1]
+        variants = _known.TABLE.get(f"{name}.{code.co_name}", {})
+        source = _SOURCES.get(name)
+        known = (source and _known.identify(source, code, func.__globals__)) in variants
+        _FOUND[id(code)] = (code, known)
+        return known
+    finally:
+        if held:
+            _IDENTIFYING.release()
 
 
 class KnownCode:
