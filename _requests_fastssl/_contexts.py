@@ -4,17 +4,18 @@ raise ``FrozenContextError``, so nothing reaching it through ``sock.context`` ch
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 import re
 import ssl
 import types
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ._errors import FrozenContextError
-from ._files import FileCheck, from_signal_handler, pinned, propagate
+from ._files import FileCheck, Unpinned, from_signal_handler, pinned, propagate
 from ._genuine import GENUINE_CONTEXT
 from ._policy import Aside, Reason, StockError
 
@@ -143,6 +144,31 @@ def _stock(step: Any, *args: Any, wrap: Any = None, **kwargs: Any) -> Any:
         raise StockError(exc) from None
 
 
+@contextlib.contextmanager
+def _pinned(checks: tuple[FileCheck, ...]) -> Iterator[list[str]]:
+    """``pinned``'s names for a load. Its findings send this connection to stock and are not
+    remembered (they are not the files' failure): no procfs, or a file changed under the load."""
+    try:
+        with pinned(checks) as names:
+            yield names
+    except Unpinned as exc:
+        raise Aside(Reason.FILE_CHANGED if exc.procfs else Reason.NO_PROCFS) from None
+
+
+def _through(pins: list[str], step: Any, *args: Any, wrap: Any = None) -> None:
+    """Stock's load ``step(*args)`` of the files open at ``pins``: what their bytes make it raise
+    is stock's error; an OSError of OpenSSL's open of a name (an errno, not an SSLError) is the
+    build's failure, and stock loads the paths."""
+    try:
+        _stock(step, *args, wrap=wrap)
+    except StockError as err:
+        exc = err.error if wrap is None else err.error.__cause__
+        unopened = isinstance(exc, OSError) and type(exc) is not ssl.SSLError
+        if pins and unopened and not err.transient:
+            raise OSError(f"not loaded through {pins}: {exc}") from None
+        raise
+
+
 def build(
     inputs: Mapping[str, Any],
     connection: types.ModuleType,
@@ -199,15 +225,10 @@ def build(
         # OpenSSL would ask for the passphrase (on the terminal), as stock does per connection.
         raise ssl.SSLError("an encrypted key without a password: left to stock")
     if cert_file:  # (through the files the checks read: docs/design.md, File checks)
-        with pinned(checks[ca_check is not None :]) as pins:
-            names = pins or [cert_file, key_file]
+        with _pinned(checks[ca_check is not None :]) as pins:
+            names = pins or [cert_file, key_file]  # (none: warm()'s stock steps)
             given = (names[0], key_file and names[-1], *(() if password is None else (password,)))
-            try:
-                _stock(ctx.load_cert_chain, *given)
-            except StockError as err:  # (SSLError: the bytes', as stock's; else a failed reopen)
-                if pins and isinstance(err.error, OSError) and type(err.error) is not ssl.SSLError:
-                    raise OSError(f"not loaded through {pins}: {err.error}") from None
-                raise
+            _through(pins, ctx.load_cert_chain, *given)
     _stock(ctx.set_alpn_protocols, list(alpn))
     # urllib3 reads this from a context it is given (and decides itself for one it made):
     # PyPy hard-codes True, which would accept a certificate naming the host only in its CN.

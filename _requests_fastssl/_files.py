@@ -22,8 +22,8 @@ from types import FrameType
 from typing import Any, Literal
 
 __all__ = [
-    "LARGEST", "RACY_WINDOW_NS", "FileCheck", "credentials", "from_signal_handler", "pinned",
-    "propagate", "read_checks",
+    "LARGEST", "RACY_WINDOW_NS", "FileCheck", "Unpinned", "credentials", "from_signal_handler",
+    "pinned", "propagate", "read_checks",
 ]  # fmt: skip
 
 _MOST = 1 << 20
@@ -168,12 +168,22 @@ class FileCheck:
 _PROC_LINK = stat.S_IFLNK | 0o500
 
 
+class Unpinned(OSError):
+    """``pinned``'s own finding, never stock's error: /proc is not procfs (``procfs`` False), or
+    a file is not the one its check read, or was written before its load ended."""
+
+    def __init__(self, message: str, procfs: bool = True) -> None:
+        super().__init__(message)
+        self.procfs = procfs
+
+
 @contextlib.contextmanager
 def pinned(checks: tuple[FileCheck, ...]) -> Iterator[list[str]]:
     """The files ``checks`` read, open again, as ``/proc/thread-self/fd`` names for a load (a
     path can name another file, swapped in and back, exactly while OpenSSL opens it; an open
-    descriptor can't; thread-self: a thread may have a descriptor table of its own). OSError if
-    a path names another file, /proc is not procfs, or a file is written before the load ends."""
+    descriptor can't; thread-self: a thread may have a descriptor table of its own). Each must
+    have its check's identity when opened and when the load ends, however it ends: else
+    ``Unpinned``, as when /proc is not procfs (what the load raised is then not stock's)."""
     files: list[FileIO] = []
 
     def same() -> bool:
@@ -182,15 +192,28 @@ def pinned(checks: tuple[FileCheck, ...]) -> Iterator[list[str]]:
     try:
         try:
             files += (FileIO(check.path, "r") for check in checks)  # (one raising: all freed)
-            names = [f"/proc/thread-self/fd/{file.fileno()}" for file in files]
-            fit = same() and all(os.lstat(name).st_mode == _PROC_LINK for name in names)
+            fit = same()
         except BaseException as exc:  # (an audit hook's refusal included, whatever its class)
             fit = propagate(exc)
         if not fit:
-            raise OSError("a trust file is not the one read, or /proc not procfs: left to stock")
-        yield names
+            raise Unpinned("a trust file is not the one read: left to stock")
+        names = [f"/proc/thread-self/fd/{file.fileno()}" for file in files]
+        try:
+            procfs = all(os.lstat(name).st_mode == _PROC_LINK for name in names)
+        except BaseException as exc:
+            procfs = propagate(exc)
+        if not procfs:
+            raise Unpinned("/proc is not procfs: left to stock", procfs=False)
+        written = "a trust file was written while it was loaded: left to stock"
+        try:
+            yield names
+        except BaseException as exc:  # (its error is stock's, unless a file changed under it)
+            # (a StockError made of a signal handler's OSError is stock's however the file is)
+            if same() or from_signal_handler(exc.__context__ or exc) or propagate(exc):
+                raise
+            raise Unpinned(written) from None
         if not same():
-            raise OSError("a trust file was written while it was loaded: left to stock")
+            raise Unpinned(written)
     finally:
         for file in files:
             file.close()

@@ -32,6 +32,7 @@ ADVICE = {
     "key-log": "unset SSLKEYLOGFILE outside debugging sessions",
     "key-password-callable": "pass the key password as a string",
     "not-a-file": "point verify/cert at regular, readable files",
+    "no-procfs": "mount procfs at /proc (containers have it by default) to share",
     "build-failed": "stock raised its own error for these files; fix the files",
     "urllib3-1.26": "upgrade to urllib3 2.x to share contexts",
     "internal-error": "please report it with the traceback logged above",

@@ -60,6 +60,9 @@ class Reason(enum.Enum):
     UNHASHABLE_SETTING = ("unhashable-setting", "an input or urllib3 setting cannot be keyed")
     NOT_A_FILE = ("not-a-file", "a CA or certificate file is missing, unreadable, over 8 MiB or "
         "not a regular file (a pipe is read once, by stock)")
+    NO_PROCFS = ("no-procfs", "no procfs at /proc (a container without it, a /proc that is a "
+        "plain directory, another system): a CA file or client certificate is loaded only "
+        "through /proc/thread-self/fd, the descriptors its checks opened")
     BUILD_FAILED = ("build-failed", "the context could not be built (malformed file, wrong "
         "password): stock raises its own error")
     FILE_CHANGED = ("file-changed", "a file changed while its context was built")

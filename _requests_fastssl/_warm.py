@@ -52,7 +52,7 @@ def warm(verify: Any = True, cert: Any = None, *, trust_env: bool = True) -> boo
         inputs = {name: getattr(conn, name, None) for name in names}
         inputs["server_hostname"] = conn.host
         ctx = shared_context(inputs)
-        if ctx is Reason.NOT_A_FILE or ctx is Reason.BUILD_FAILED:
+        if ctx in (Reason.NOT_A_FILE, Reason.NO_PROCFS, Reason.BUILD_FAILED):
             ctx = _stock_steps(inputs)  # what the request would raise, from stock's own steps
         if isinstance(ctx, StockError):  # (requests hands urllib3's error on as its own)
             from requests.exceptions import SSLError

@@ -222,10 +222,13 @@ def test_alpn_switched_by_another_thread(
 @contextmanager
 def fails_once(path: Path, method: str) -> Iterator[None]:
     """The first client-side ``method`` call in this thread reads garbage from ``path`` (the
-    same size, written through a shared mapping) and the file holds its bytes again when the
-    call ends: a real load error, once, at that call."""
+    same size, written through a shared mapping whose pages are dirty already, so that no
+    timestamp moves) and the file holds its bytes again when the call ends: a real load
+    error, once, at that call, of a file whose identity never changed (one whose ctime moved
+    during the load is the shim's own finding, not stock's error)."""
     original = path.read_bytes()
     with open(path, "r+b") as file, mmap.mmap(file.fileno(), 0) as mapping:
+        mapping[:] = original  # (the write fault, which moves the timestamps, happens here)
         garbage = b"x" * len(original)
         with other_contents_during_first_load(mapping, garbage, original, method):
             yield

@@ -605,19 +605,25 @@ def test_a_client_certificate_swapped_in_only_while_the_build_loads_it_is_never_
     assert shim == [("200", "client-a")] * 4
 
 
-def test_a_client_certificate_that_cannot_be_loaded_through_its_descriptor_goes_to_stock(
-    make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("which", ["client-certificate"])
+def test_a_file_that_openssl_cannot_open_through_its_descriptor_goes_to_stock(
+    which: str, make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No ``/proc/self/fd`` (a container without /proc, another system): the load through the
-    descriptors fails, which is the shim's failure, not the connection's; stock loads the paths
-    and sends the certificate, as it does without the shim."""
+    """OpenSSL's open of a ``/proc/thread-self/fd`` name fails (here a name that does not exist,
+    as a security module's refusal or a descriptor closed by another thread would): an errno,
+    not an SSLError of the file's bytes, so the shim's failure, not the connection's; stock
+    loads the paths and sends the certificate, as it does without the shim."""
     from _requests_fastssl import _contexts
+    from _requests_fastssl._files import pinned as real
 
     @contextlib.contextmanager
-    def no_proc(checks: Any) -> Iterator[list[str]]:
-        yield [f"/nonexistent/proc/self/fd/{n}" for n in range(len(checks))]
+    def unopenable(checks: Any) -> Iterator[list[str]]:
+        with real(checks) as names:
+            if (checks[0].path == pki.bundle) == (which == "ca-file"):
+                names = [f"/nonexistent/proc/thread-self/fd/{n}" for n in range(len(checks))]
+            yield names
 
-    monkeypatch.setattr(_contexts, "pinned", no_proc)
+    monkeypatch.setattr(_contexts, "pinned", unopenable)
     server = make_server(client_certs="required")
 
     def calls() -> list[Any]:
@@ -690,23 +696,43 @@ def test_a_thread_with_its_own_file_table_presents_the_named_client_certificate(
     assert built == 1
 
 
+# The client certificate alone through a descriptor: the CA as urllib3's ca_cert_data
+# (stock's own cadata step in the build), not a file.
+_VIA_CA_DATA = """
+import urllib3
+
+def via_ca_data():
+    def get():
+        with open(BUNDLE) as f:
+            data = f.read()
+        with urllib3.PoolManager(ca_cert_data=data, cert_file=CERT[0], key_file=CERT[1]) as pool:
+            r = pool.request("GET", URL, retries=False, headers={"Connection": "close"})
+        return [str(r.status), json.loads(r.data)["client_cn"]]
+    return [get(), get()]
+"""
+
+
 @pytest.mark.subprocess
 @pytest.mark.parametrize("entries", ["symlinks", "files"])
-def test_a_proc_that_is_not_procfs_leaves_client_certificates_to_stock(
-    make_server: ServerFactory, pki: PKI, tmp_path: Path, entries: str
+@pytest.mark.parametrize("loaded", ["client-certificate", "both"])
+def test_a_proc_that_is_not_procfs_leaves_the_files_to_stock(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path, entries: str, loaded: str
 ) -> None:
     """A /proc that is a plain directory (a hostile container's, here bind-mounted in a
-    mount namespace of the test's own) whose thread-self/fd entries name client-b's files:
-    procfs's links are symlinks of mode 0500, which no other file system makes; anything
-    else there, and stock loads the paths the caller gave."""
-    server = make_server(client_certs="required")
+    mount namespace of the test's own) whose thread-self/fd entries name other files (the
+    rogue bundle, client-b's certificate and key): procfs's links are symlinks of mode 0500,
+    which no other file system makes; anything else there, and stock loads the paths the
+    caller gave (``no-procfs``, not the files' failure). A client certificate with urllib3's
+    ``ca_cert_data``, and with a CA file (loaded from the bytes its check read)."""
+    server = make_server(client_certs="optional")
+    other = pki.rogue_bundle if loaded == "ca-file" else pki.client_b.combined
     for n, table in itertools.product(range(3, 256), ("self", "thread-self")):
         entry = tmp_path / "proc" / table / "fd" / str(n)
         entry.parent.mkdir(parents=True, exist_ok=True)
         if entries == "symlinks":
-            entry.symlink_to(pki.client_b.combined)
+            entry.symlink_to(other)
         else:
-            entry.write_bytes(Path(pki.client_b.combined).read_bytes())
+            entry.write_bytes(Path(other).read_bytes())
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     mount = f'mount --make-rprivate / && mount --bind {tmp_path / "proc"} /proc && exec "$@"'
     prefix = ("unshare", "-m" if root else "-rm", "sh", "-c", mount, "sh")
@@ -715,10 +741,15 @@ def test_a_proc_that_is_not_procfs_leaves_client_certificates_to_stock(
         # Neither root nor user namespaces (a container's seccomp policy): nothing on this
         # machine can put another file system at /proc for this process.
         pytest.skip(f"no mount namespace here: {probe.stderr.strip()}")
-    stock, shim, built, reasons = _client_run(pki, server.url, "", "twice", prefix)
-    assert stock == [["200", "client-a"]] * 2
+    prelude, run = {
+        "ca-file": ("CERT = None\n", "twice"),
+        "client-certificate": (_VIA_CA_DATA, "via_ca_data"),
+        "both": ("", "twice"),
+    }[loaded]
+    stock, shim, built, reasons = _client_run(pki, server.url, prelude, run, prefix)
+    assert stock == [["200", None if loaded == "ca-file" else "client-a"]] * 2
     assert shim == stock
-    assert (built, reasons) == (0, {"build-failed": 2})
+    assert (built, reasons) == (0, {"no-procfs": 2})
 
 
 class _PoolResponse:
@@ -845,10 +876,11 @@ def test_a_signal_handler_taking_args_raises_through_the_checks(
     assert shim == stock
 
 
-def test_a_client_file_is_loaded_only_as_the_file_its_check_read(pki: PKI, tmp_path: Path) -> None:
+def test_a_file_is_loaded_only_as_the_file_its_check_read(pki: PKI, tmp_path: Path) -> None:
     """The descriptors a client certificate is loaded through: refused if the path names
-    another file than the one read, or if the file is written before the load ends (ctime)."""
-    from _requests_fastssl._files import pinned, read_checks
+    another file than the one read, or if the file is written before the load ends (ctime),
+    however the load ends: a load that failed meanwhile did not fail for the file."""
+    from _requests_fastssl._files import Unpinned, pinned, read_checks
 
     link = tmp_path / "client.crt"
     _point(link, Path(pki.client_a.cert))
@@ -860,8 +892,20 @@ def test_a_client_file_is_loaded_only_as_the_file_its_check_read(pki: PKI, tmp_p
     with pytest.raises(OSError, match="not the one read"), pinned(checks):
         pass
     _point(link, Path(pki.client_a.cert))
-    with pytest.raises(OSError, match="written while it was loaded"), pinned(checks):
+    with pytest.raises(Unpinned, match="written while it was loaded"), pinned(checks):
         os.chmod(pki.client_a.cert, os.stat(pki.client_a.cert).st_mode)  # (ctime moves)
+    checks = read_checks((str(link),))
+    assert checks is not None
+    with pytest.raises(ValueError, match="the load's own"), pinned(checks):
+        raise ValueError("the load's own error")  # (the file unchanged: the load's error)
+
+    def failed_while_written() -> None:
+        os.chmod(pki.client_a.cert, os.stat(pki.client_a.cert).st_mode)
+        raise ValueError("the load's own error")
+
+    with pytest.raises(Unpinned, match="written while it was loaded") as caught, pinned(checks):
+        failed_while_written()
+    assert caught.value.procfs
 
 
 def _self_signed_leaf(name: str) -> tuple[bytes, bytes]:
