@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import itertools
-import re
 import ssl
 import types
 import weakref
@@ -84,43 +82,6 @@ def _frozen_namespace() -> dict[str, Any]:
 FrozenContext: type[ssl.SSLContext] = type("FrozenContext", (GENUINE_CONTEXT,), _frozen_namespace())
 # The ALPN list each frozen context was built with (SSLContext cannot report it).
 _ALPN: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
-
-
-_BEGIN, _END = b"-----BEGIN CERTIFICATE-----", b"-----END CERTIFICATE-----"
-_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n"
-_BEYOND_ASCII = re.compile(rb"^[^\n]*[\x80-\xff][^\n]*", re.M)
-
-
-def _cadata(check: FileCheck) -> str:
-    """The CA file as ``cadata``: the bytes its check read (a second read, of the path, could
-    meet another file). Only what a file load and ``cadata``'s PEM loop read alike (why:
-    docs/design.md, File checks): canonical certificate blocks and lines around them, those
-    beyond ASCII (certifi's comments) left out; else ValueError, and stock loads the file.
-    Byte operations, one Python step a block: a loop over lines took 5 ms for certifi's."""
-    contents = check.contents
-    text = contents.replace(b"\r\n", b"\n") if b"\r" in contents else contents
-    pieces, bodies, fit = text.split(_BEGIN), [], b"\0" not in contents
-    for before, piece in itertools.pairwise(pieces):
-        body, end, after = piece.partition(_END)
-        edges = before[-1:] + body[:1] + body[-1:]  # (the BEGIN and END lines' own line ends)
-        fit = fit and bool(end) and edges in (b"\n\n", b"\n\n\n") and len(body) > 2
-        fit = fit and (after[:1] in (b"", b"\n") or after == b"\r")  # (a CR: the last byte)
-        bodies.append(body[1:])  # ("line\n...line\n")
-    lines = b"".join(bodies)
-    if not (
-        fit
-        and len(pieces) - 1 == text.count(b"-----BEGIN ")
-        and not lines.translate(None, _BASE64)
-        and b"\n\n" not in lines
-        and lines[:1] != b"\n"
-        and max(map(len, lines.split(b"\n"))) <= 64
-    ):
-        raise ValueError(f"{check.path}: a block not a canonical certificate, or a NUL")
-    if contents.isascii():
-        return contents.decode("ascii")
-    if any(b"-----" in line for line in _BEYOND_ASCII.findall(contents)):
-        raise ValueError(f"{check.path}: a dash run beside bytes beyond ASCII")
-    return _BEYOND_ASCII.sub(b"", contents).decode("ascii")
 
 
 def _wrapped(wrap: Any, exc: OSError) -> StockError:
@@ -206,26 +167,21 @@ def build(
     ca_certs, ca_dir, ca_data = inputs["ca_certs"], inputs["ca_cert_dir"], inputs["ca_cert_data"]
     if not ca_certs and not ca_dir and not ca_data:
         _stock(ctx.load_default_certs)
-    else:
-        if ca_check is not None:  # (what raises here is ours: the build fails, stock loads)
-            cadata = _cadata(ca_check)
-            try:
-                ctx.load_verify_locations(cadata=cadata)
-            except OSError as exc:  # (but a signal handler's lands where stock's load would)
-                if from_signal_handler(exc):
-                    raise _wrapped(ssl_.SSLError, exc) from None
-                raise
-            ca_certs = None
-        if ca_certs or ca_dir or ca_data:
-            _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)
+    elif ca_check is None:
+        _stock(ctx.load_verify_locations, ca_certs, ca_dir, ca_data, wrap=ssl_.SSLError)
+    else:  # (stock's call, the file named by its descriptor: docs/design.md, File checks)
+        with _pinned((ca_check,)) as names:
+            load = ctx.load_verify_locations
+            _through(names, load, names[0], ca_dir, ca_data, wrap=ssl_.SSLError)
     key_file, cert_file, password = inputs["key_file"], inputs["cert_file"], inputs["key_password"]
     if key_file and password is None and _stock(ssl_._is_key_file_encrypted, key_file):
         raise StockError(ssl_.SSLError("Client private key is encrypted, password is required"))
-    if password is None and any(b"ENCRYPTED" in check.contents for check in checks):
+    chain = checks[ca_check is not None :]  # (the client certificate's and key's)
+    if password is None and any(b"ENCRYPTED" in check.contents for check in chain):
         # OpenSSL would ask for the passphrase (on the terminal), as stock does per connection.
         raise ssl.SSLError("an encrypted key without a password: left to stock")
     if cert_file:  # (through the files the checks read: docs/design.md, File checks)
-        with _pinned(checks[ca_check is not None :]) as pins:
+        with _pinned(chain) as pins:
             names = pins or [cert_file, key_file]  # (none: warm()'s stock steps)
             given = (names[0], key_file and names[-1], *(() if password is None else (password,)))
             _through(pins, ctx.load_cert_chain, *given)

@@ -1,7 +1,9 @@
-"""What a CA file may hold, stock and shimmed: the shim loads a CA file from the bytes its
-check read (``cadata``), so every form that load could read otherwise than OpenSSL's file
-load (CRLs, TRUSTED CERTIFICATE with its trust settings, bytes beyond ASCII where the PEM
-reader would see them) goes to stock, and the rest is shared with stock's outcomes."""
+"""What a CA file may hold, stock and shimmed: the shim's build makes stock's own call,
+OpenSSL's file load, on the file its check read (named by the descriptor open on it,
+``/proc/thread-self/fd/N``), so every form stock reads (CRLs, TRUSTED CERTIFICATE with its
+trust settings, bytes beyond ASCII, NULs, blocks in other layouts) is shared with stock's
+outcomes, and every form stock's load fails on fails the building connection with stock's
+error (then remembered while the file is unchanged: stock for the next ones)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ CLOSE = {"Connection": "close"}
 
 
 def _crl(ca: trustme.CA) -> bytes:
-    """An empty CRL signed by ``ca``: stock's file load puts it in the store, cadata skips it."""
+    """An empty CRL signed by ``ca``: a file load puts it in the store (a ``cadata`` load, the
+    shim's before issue 40, skipped it)."""
     key = serialization.load_pem_private_key(ca.private_key_pem.bytes(), password=None)
     issuer = x509.load_pem_x509_certificate(ca.cert_pem.bytes())
     now = datetime.datetime.now(datetime.UTC)
@@ -48,8 +51,8 @@ def _crl(ca: trustme.CA) -> bytes:
 
 def _odd_block(pem: bytes, header: bytes) -> bytes:
     """The certificate in a block with ``header`` lines and 76-character base64 lines: OpenSSL
-    fails such a block without recording an error, which a file load reports ('PEM lib') and
-    ``cadata``'s loop took for the end of the data, keeping the blocks before it."""
+    fails such a block without recording an error, which a file load reports ('PEM lib') and a
+    ``cadata`` load (the shim's before issue 40) took for the end of the data."""
     der = ssl.PEM_cert_to_DER_cert(pem.decode("ascii"))
     body = base64.encodebytes(der)
     return b"-----BEGIN CERTIFICATE-----\n" + header + body + b"-----END CERTIFICATE-----\n"
@@ -57,8 +60,8 @@ def _odd_block(pem: bytes, header: bytes) -> bytes:
 
 def _encrypted(pem: bytes) -> bytes:
     """The certificate as an encrypted PEM block (AES-128-CBC, an empty pass phrase), in
-    64-character lines: a file load decrypts it with "", ``cadata`` would ask for a pass
-    phrase (the terminal, else standard input) where a password callback is set."""
+    64-character lines: a file load decrypts it with "", a ``cadata`` load (the shim's before
+    issue 40) would ask for a pass phrase (the terminal, else standard input)."""
     from cryptography.hazmat.primitives import padding
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -91,7 +94,8 @@ def _trusted(pem: bytes, reject_server_auth: bool) -> bytes:
 
 
 def _bundles(pki: PKI) -> dict[str, tuple[bytes, bool]]:
-    """Name -> (the file's bytes, whether the shim shares a context built from it)."""
+    """Name -> (the file's bytes, whether stock's file load of it succeeds: the shim then shares
+    a context built from it; else its build raises stock's error to that connection)."""
     ca, rogue = pki.ca.cert_pem.bytes(), pki.rogue_ca.cert_pem.bytes()
     lines = ca.split(b"\n")
     return {
@@ -99,23 +103,23 @@ def _bundles(pki: PKI) -> dict[str, tuple[bytes, bool]]:
         "crlf": (ca.replace(b"\n", b"\r\n"), True),
         "comment-beyond-ascii": ("# Főtanúsítvány\n".encode() + ca, True),
         "text-around": (b"subject=CN x\n" + ca + b"\ntrailing words\n", True),
-        "with-a-crl": (ca + _crl(pki.ca), False),
-        "trusted-certificate": (_trusted(ca, reject_server_auth=False), False),
-        "trusted-rejecting-server-auth": (_trusted(ca, reject_server_auth=True), False),
-        # (cadata skips TRUSTED blocks: loaded so, this file would trust the rogue CA alone)
-        "trusted-beside-a-certificate": (rogue + _trusted(ca, reject_server_auth=False), False),
+        "with-a-crl": (ca + _crl(pki.ca), True),
+        "trusted-certificate": (_trusted(ca, reject_server_auth=False), True),
+        "trusted-rejecting-server-auth": (_trusted(ca, reject_server_auth=True), True),
+        # (a cadata load skipped TRUSTED blocks: this file would have trusted the rogue CA alone)
+        "trusted-beside-a-certificate": (rogue + _trusted(ca, reject_server_auth=False), True),
         "byte-beyond-ascii-in-a-block": (b"\n".join([*lines[:3], b"\xc3\xa9", *lines[3:]]), False),
         "begin-not-at-line-start": (b" " + ca, False),
-        "dashes-beside-bytes-beyond-ascii": ("----- é\n".encode() + ca, False),
+        "dashes-beside-bytes-beyond-ascii": ("----- é\n".encode() + ca, True),
         "no-certificate": (b"# nothing\n", False),
         # (a file load's fgets ends a line at a NUL: there, the rest of the file is not read)
         "nul-line-before-the-ca": (b"\0\n" + ca, False),
-        "nul-line-between": (rogue + b"\0\n" + ca, False),
-        "nul-after-a-begin-line": (rogue + ca.replace(b"-----\n", b"-----\0\n", 1), False),
+        "nul-line-between": (rogue + b"\0\n" + ca, True),
+        "nul-after-a-begin-line": (rogue + ca.replace(b"-----\n", b"-----\0\n", 1), True),
         "header-and-long-lines-after-the-ca": (ca + _odd_block(rogue, b"Comment: x\n\n"), False),
         "blank-line-and-long-lines-after-the-ca": (ca + _odd_block(rogue, b"\n"), False),
-        "long-lines-alone": (_odd_block(ca, b""), False),
-        "encrypted-after-the-rogue": (rogue + _encrypted(ca), False),
+        "long-lines-alone": (_odd_block(ca, b""), True),
+        "encrypted-after-the-rogue": (rogue + _encrypted(ca), True),
         "cut-short": (ca[: len(ca) // 2], False),
     }
 
@@ -145,10 +149,10 @@ _NAMES = [
 
 
 @pytest.mark.parametrize("name", _NAMES)
-def test_a_ca_file_gives_stocks_outcomes_and_is_shared_only_when_read_alike(
+def test_every_form_of_a_ca_file_is_loaded_by_the_build_with_stocks_outcomes(
     name: str, make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:
-    contents, shared = _bundles(pki)[name]
+    contents, loads = _bundles(pki)[name]
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes(contents)
     server = make_server()
@@ -164,8 +168,15 @@ def test_a_ca_file_gives_stocks_outcomes_and_is_shared_only_when_read_alike(
     stock, shim = stock_and_shim(calls)
     assert shim == stock
     counts = requests_fastssl.stats().since(before)
-    if not URLLIB3_1:  # (urllib3 1.26 is left stock: nothing built there)
-        assert (counts.contexts_built, counts.reuses) == ((1, 2) if shared else (0, 0)), counts
+    if URLLIB3_1:  # (urllib3 1.26 is left stock: nothing built there)
+        return
+    built = (counts.contexts_built, counts.reuses, counts.connections, counts.build_failures)
+    if loads:  # shared: one context, built by the first connection, for all three
+        assert (*built, counts.step_aside_reasons) == (1, 2, 3, 0, {}), counts
+    else:  # the build's load raised stock's error to the first; remembered for the next two
+        assert stock[0][0] == "SSLError"
+        assert (*built, counts.failures_skipped) == (0, 0, 0, 1, 2), counts
+        assert counts.step_aside_reasons == {"build-failed": 2}
 
 
 _PASS_PHRASE = """
@@ -186,9 +197,10 @@ def test_an_encrypted_block_never_makes_the_shim_ask_for_a_pass_phrase(
     make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:
     """urllib3 with ``key_password`` set (no client certificate needed) sets a password
-    callback on its context: a ``cadata`` load of an encrypted block would ask OpenSSL's
-    prompt (reading the terminal, else standard input), where stock's file load decrypts
-    with an empty pass phrase and asks nothing. Same output, same standard input left."""
+    callback on its context: a ``cadata`` load of an encrypted block (the shim's before issue
+    40) would ask OpenSSL's prompt (reading the terminal, else standard input), where stock's
+    file load, the shim's now, decrypts with an empty pass phrase and asks nothing. Same
+    output, same standard input left."""
     server = make_server()
     bundle = tmp_path / "bundle.pem"
     bundle.write_bytes(pki.rogue_ca.cert_pem.bytes() + _encrypted(pki.ca.cert_pem.bytes()))
@@ -206,9 +218,8 @@ def test_an_encrypted_block_never_makes_the_shim_ask_for_a_pass_phrase(
 def test_a_ca_file_over_the_size_bound_goes_to_stock(
     make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:
-    """A build holds a few copies of what it loads (cadata takes the text whole), where stock
-    reads a file line by line: a CA file over ``LARGEST`` goes to stock (a 2 GiB one made
-    CPython's cadata raise OverflowError), its outcomes stock's."""
+    """A build's check reads a trust file whole and holds it until the build ends, where stock
+    reads a file line by line: a CA file over ``LARGEST`` goes to stock, its outcomes stock's."""
     from _requests_fastssl._files import LARGEST
 
     server = make_server()
@@ -235,19 +246,29 @@ def test_a_ca_file_over_the_size_bound_goes_to_stock(
 _PIECES = [b"\0", b"\r", b"\n", b"\r\n", b" ", b"-", b"-----", b"-----BEGIN ", b"=", b":"]
 _PIECES += [_BEGIN_LINE := b"-----BEGIN CERTIFICATE-----", b"-----END CERTIFICATE-----"]
 _PIECES += [b"\xc3\xa9", b"A", b"\t", b"x" * 70, _BEGIN_LINE + b"\n", b"Proc-Type: 4,ENCRYPTED\n"]
+_PIECES += [b"-----BEGIN X509 CRL-----", b"-----BEGIN TRUSTED CERTIFICATE-----"]
+
+
+def _load(path: str) -> Any:
+    """What a CA load of ``path`` gives: its error, or the store it makes."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        ctx.load_verify_locations(path)
+    except (OSError, ValueError) as exc:
+        return type(exc), str(exc)
+    return ctx.cert_store_stats(), sorted(ctx.get_ca_certs(True))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(edits=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 4), st.sampled_from(_PIECES))))
-def test_a_file_the_shim_loads_from_its_bytes_gives_the_file_loads_store(
+def test_the_builds_load_through_the_descriptor_is_the_file_load(
     edits: list[tuple[float, int, bytes]], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Two CA certificates and a comment beyond ASCII, edited at random (inserted, replaced,
-    deleted markers, line ends, NULs, headers): whenever the shim's ``cadata`` load of the file
-    succeeds, OpenSSL's file load (stock's) succeeds too, with the same store; whatever it
-    refuses or fails to load goes to stock."""
-    from _requests_fastssl._contexts import _cadata
-    from _requests_fastssl._files import read_checks
+    deleted markers, line ends, NULs, headers, CRL and TRUSTED lines): the build's load, given
+    the file its check read by its descriptor's /proc name, gives what stock's load of the path
+    gives, the same store or the same error, whatever the file holds."""
+    from _requests_fastssl._files import pinned, read_checks
 
     data = bytearray(b"# \xc3\xa9\n" + _CAS[0] + b"\n" + _CAS[1])
     for where, cut, piece in edits:
@@ -257,15 +278,9 @@ def test_a_file_the_shim_loads_from_its_bytes_gives_the_file_loads_store(
     path.write_bytes(bytes(data))
     checks = read_checks((str(path),))
     assert checks is not None
-    from_bytes = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    try:
-        from_bytes.load_verify_locations(cadata=_cadata(checks[0]))
-    except (ValueError, ssl.SSLError):
-        return  # (the build fails: stock loads the file, with its own outcome)
-    from_file = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    from_file.load_verify_locations(str(path))
-    assert from_bytes.cert_store_stats() == from_file.cert_store_stats()
-    assert sorted(from_bytes.get_ca_certs(True)) == sorted(from_file.get_ca_certs(True))
+    with pinned(checks) as names:
+        through = _load(names[0])
+    assert through == _load(str(path))
 
 
 _CAS = [trustme.CA().cert_pem.bytes(), trustme.CA().cert_pem.bytes()]

@@ -506,8 +506,9 @@ def test_a_path_repointed_only_while_the_build_loads_it_is_not_kept(
 ) -> None:
     """`ln -sfn` to another bundle and back exactly while OpenSSL loads the first one (timed by
     the profiler, an attacker's best case): no stat of the file read sees it, since its inode
-    never changed. The build's store comparison does: nothing trusted from the other file is
-    kept, and the connections after trust what the path names, as stock's loads do."""
+    never changed. The build loads the file through the descriptor its check opened, which
+    the swap cannot reach: nothing trusted from the other file is kept, and the connections
+    after trust what the path names, as stock's loads do."""
     server = make_server(ca=pki.rogue_ca)  # only the rogue CA trusts this server
     good, rogue, link = _good_rogue_and_link(pki, tmp_path)
     stock, shim = stock_and_shim(
@@ -517,13 +518,14 @@ def test_a_path_repointed_only_while_the_build_loads_it_is_not_kept(
     assert shim == stock
 
 
-def test_the_store_is_loaded_from_the_bytes_the_build_read(
+def test_the_store_is_loaded_from_the_file_the_build_read(
     make_server: ServerFactory, pki: PKI, tmp_path: Path, shim: None
 ) -> None:
-    """The CA file reaches OpenSSL as the bytes the build's check read (``cadata``), not as its
-    path a second time: the path repointed to another bundle exactly while the load runs
-    changes nothing, for the building connection too (stock's own load reads the path at that
-    moment; the shim read it a moment before, in the same set-up), and no later one."""
+    """The CA file reaches OpenSSL through the descriptor open on the file the build's check
+    read (``/proc/thread-self/fd/N``), not as its path a second time: the path repointed to
+    another bundle exactly while the load runs changes nothing, for the building connection
+    too (stock's own load reads the path at that moment; the shim opened it a moment before,
+    in the same set-up), and no later one."""
     server = make_server()  # only the trusted CA's bundle trusts this server
     good, rogue, link = _good_rogue_and_link(pki, tmp_path)
     before = requests_fastssl.stats()
@@ -537,9 +539,10 @@ def test_a_path_repointed_while_the_build_reads_it_and_again_while_it_loads_it_i
     make_server: ServerFactory, pki: PKI, tmp_path: Path
 ) -> None:
     """The path names the rogue bundle while the build opens and reads it (a stat each side
-    sees the good one) and again while OpenSSL loads it: the bytes read and the store agree,
-    both rogue, so the store comparison passes. The descriptor read is now checked against
-    the stat before it (fstat): the build reads what the path names, or nothing."""
+    sees the good one) and again while OpenSSL loads it: the bytes read and the store agreed,
+    both rogue, so the store comparison of an earlier design passed. The descriptor read is
+    checked against the stat before it (fstat): the build reads what the path names, or
+    nothing, and loads through a descriptor with that identity."""
     server = make_server(ca=pki.rogue_ca)  # only the rogue CA trusts this server
     good, rogue, link = _good_rogue_and_link(pki, tmp_path)
     stock, shim = stock_and_shim(
@@ -605,7 +608,7 @@ def test_a_client_certificate_swapped_in_only_while_the_build_loads_it_is_never_
     assert shim == [("200", "client-a")] * 4
 
 
-@pytest.mark.parametrize("which", ["client-certificate"])
+@pytest.mark.parametrize("which", ["ca-file", "client-certificate"])
 def test_a_file_that_openssl_cannot_open_through_its_descriptor_goes_to_stock(
     which: str, make_server: ServerFactory, pki: PKI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -714,7 +717,7 @@ def via_ca_data():
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("entries", ["symlinks", "files"])
-@pytest.mark.parametrize("loaded", ["client-certificate", "both"])
+@pytest.mark.parametrize("loaded", ["ca-file", "client-certificate", "both"])
 def test_a_proc_that_is_not_procfs_leaves_the_files_to_stock(
     make_server: ServerFactory, pki: PKI, tmp_path: Path, entries: str, loaded: str
 ) -> None:
@@ -722,8 +725,8 @@ def test_a_proc_that_is_not_procfs_leaves_the_files_to_stock(
     mount namespace of the test's own) whose thread-self/fd entries name other files (the
     rogue bundle, client-b's certificate and key): procfs's links are symlinks of mode 0500,
     which no other file system makes; anything else there, and stock loads the paths the
-    caller gave (``no-procfs``, not the files' failure). A client certificate with urllib3's
-    ``ca_cert_data``, and with a CA file (loaded from the bytes its check read)."""
+    caller gave (``no-procfs``, not the files' failure). A CA file, a client certificate
+    (with urllib3's ``ca_cert_data``), and both (the CA file's load comes first)."""
     server = make_server(client_certs="optional")
     other = pki.rogue_bundle if loaded == "ca-file" else pki.client_b.combined
     for n, table in itertools.product(range(3, 256), ("self", "thread-self")):
@@ -877,9 +880,9 @@ def test_a_signal_handler_taking_args_raises_through_the_checks(
 
 
 def test_a_file_is_loaded_only_as_the_file_its_check_read(pki: PKI, tmp_path: Path) -> None:
-    """The descriptors a client certificate is loaded through: refused if the path names
-    another file than the one read, or if the file is written before the load ends (ctime),
-    however the load ends: a load that failed meanwhile did not fail for the file."""
+    """The descriptors a CA file or client certificate is loaded through: refused if the path
+    names another file than the one read, or if the file is written before the load ends
+    (ctime), however the load ends: a load that failed meanwhile did not fail for the file."""
     from _requests_fastssl._files import Unpinned, pinned, read_checks
 
     link = tmp_path / "client.crt"
@@ -949,8 +952,9 @@ def test_a_pinned_certificate_swapped_while_the_build_loads_it_is_not_kept(
 ) -> None:
     """A bundle with a CA and a pinned self-signed server certificate (not a CA), swapped only
     while OpenSSL loads it for the same CA and another pinned certificate: the certificate
-    count matches and ``get_ca_certs()`` shows CAs alone, so the store comparison could not
-    see it. A store holding certificates that are not CAs is now never shared."""
+    count matches and ``get_ca_certs()`` shows CAs alone, so the store comparison of an
+    earlier design could not see it. The load goes through the descriptor the build's check
+    opened: the swap does not reach it."""
     import ssl
 
     from _requests_fastssl.cli.server import HTTPSServer

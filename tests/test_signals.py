@@ -18,8 +18,9 @@ from support import PKI, ServerFactory, run_python
 # request, and its handler raises TimeoutError the first time it runs at a line calling
 # load_verify_locations (the handler of a real signal runs as the C call returns, at the
 # call's line: inside urllib3's try block in stock; `step(...)` is that call in the shim's
-# `_stock`). A kernel timer, not a thread sending signals: the shim's cadata load holds the
-# GIL for most of its run, so a thread could not send one then. The server lives in the
+# `_stock`, through which the build makes both its loads). A kernel timer, not a thread
+# sending signals: a cadata load (urllib3's ca_cert_data) holds the GIL for most of its run,
+# so a thread could not send one then. The server lives in the
 # test's process: the child's main thread is its only thread, so the process-wide SIGALRM
 # reaches the thread that handles it.
 _CHILD = """
@@ -78,7 +79,7 @@ print(json.dumps({{"first": first, "second": second, "fired": fired, "stats": st
 @pytest.mark.parametrize(
     ("via", "raised"),
     [
-        ("requests", "requests.exceptions.SSLError"),  # verify=<file>: the build's cadata load
+        ("requests", "requests.exceptions.SSLError"),  # verify=<file>: the build's file load
         ("ca-cert-data", "urllib3.exceptions.SSLError"),  # urllib3's ca_cert_data: stock's step
     ],
 )
