@@ -8,8 +8,9 @@ VARIANT is one of:
 - ``floor``: ``bench``'s floor: one context, built in the timed window before the threads are
   let go, handed to urllib3 by an adapter that leaves it nothing to load.
 - ``floor-lazy``: the same adapter, but the context is built by the first thread that needs
-  one (the others wait on a lock), from the bundle's bytes (``cadata``), as the shim's build:
-  what a cache that learns its key from the first connection can reach.
+  one (the others wait on a lock), from the bundle's bytes (``cadata``), as the shim's build
+  did before issue 40 (it now loads the file, through a descriptor): what a cache that learns
+  its key from the first connection can reach.
 - ``shim``: ``requests_fastssl.install()`` from this tree.
 - ``shim=DIR``: the same from the source tree DIR (another commit, or a change under test:
   ``git worktree add DIR && git -C DIR apply change.diff``); checked to be the one imported.
