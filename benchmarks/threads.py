@@ -21,8 +21,9 @@ repetition (their median and quartiles: on a 2-core VM one run of 30 threads dif
 next by 10-20%). A repetition in which any request failed is left out whole, and named under
 the table (the embedded server once answered one handshake of 300 with a decode_error alert,
 in the floor's run). The server runs in this process, which only waits meanwhile. Also
-reported: the client's CPU time (user and system) and its voluntary context switches, which a
-lock or a system call that lets the interpreter lock go under contention adds to.
+reported: the client's CPU time (user and system), its voluntary context switches, which a
+lock or a system call that lets the interpreter lock go under contention adds to, and its peak
+resident memory (the median of the repetitions' peaks).
 
 Needs the test dependencies (trustme): pip install -e . --group test
 """
@@ -131,6 +132,7 @@ def _child(variant: str, url: str, bundle: str, n: int) -> dict[str, Any]:
         "wall": wall,
         "cpu": cpu,
         "switches": after.ru_nvcsw - before.ru_nvcsw,
+        "peak_kb": after.ru_maxrss,  # (the child's peak resident memory: Linux counts KiB)
         "failed": len(failed),
         "errors": failed[:3],
     }
@@ -231,7 +233,7 @@ def main() -> int:
     )
     header = (
         f"{'threads':>7}  {'variant':<28} {'wall ms':>8} {'ratio (q1 median q3)':>22} "
-        f"{'CPU ms':>7} {'switches':>8}"
+        f"{'CPU ms':>7} {'switches':>8} {'peak MB':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -248,7 +250,8 @@ def main() -> int:
                 f"{n:>7}  {variant:<28} {median([r['wall'] for r in mine]) * 1000:>8.1f} "
                 f"{f'{q1:.3f} {mid:.3f} {q3:.3f}':>22} "
                 f"{median([r['cpu'] for r in mine]) * 1000:>7.1f} "
-                f"{median([r['switches'] for r in mine]):>8.0f}"
+                f"{median([r['switches'] for r in mine]):>8.0f} "
+                f"{median([r.get('peak_kb', 0) for r in mine]) / 1024:>7.1f}"
             )
     for n, runs in results.items():  # (what was left out, and why)
         for variant, mine in runs.items():
