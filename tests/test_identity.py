@@ -708,8 +708,11 @@ def via_ca_data():
     def get():
         with open(BUNDLE) as f:
             data = f.read()
-        with urllib3.PoolManager(ca_cert_data=data, cert_file=CERT[0], key_file=CERT[1]) as pool:
-            r = pool.request("GET", URL, retries=False, headers={"Connection": "close"})
+        # (a pool, not a PoolManager: urllib3 before 2.1 keys no pool by ca_cert_data)
+        url = urllib3.util.parse_url(URL)
+        with urllib3.HTTPSConnectionPool(url.host, url.port, ca_cert_data=data,
+                                         cert_file=CERT[0], key_file=CERT[1]) as pool:
+            r = pool.request("GET", "/", retries=False, headers={"Connection": "close"})
         return [str(r.status), json.loads(r.data)["client_cn"]]
     return [get(), get()]
 """

@@ -17,7 +17,11 @@ import sys
 import pytest
 from support import PKI, ServerFactory, run_python
 
-pytestmark = pytest.mark.subprocess  # every test here starts fresh interpreters
+# (urllib3 1.26 is left stock altogether: nothing here applies to it)
+pytestmark = [
+    pytest.mark.subprocess,
+    pytest.mark.urllib3_2,
+]  # every test here starts fresh interpreters
 
 LEGACY = sys.version_info < (3, 12)  # (3.12 asks no finder without find_spec, stock or shim)
 

@@ -24,7 +24,8 @@ from _requests_fastssl._compat import version_tuple
 
 urllib3_version: str = getattr(urllib3, "__version__", "")
 
-pytestmark = pytest.mark.subprocess
+# (urllib3 1.26 is left stock altogether: nothing here applies to it)
+pytestmark = [pytest.mark.subprocess, pytest.mark.urllib3_2]
 
 PROGRAM = """
 import json, logging, os, sys

@@ -47,8 +47,11 @@ def request():
         return requests.get(url, verify=bundle, headers={{"Connection": "close"}}, timeout=30)
     with open(bundle, "rb") as f:  # (cadata takes ASCII: certifi's other comments left out)
         data = b"".join(line for line in f if line.isascii()).decode()
-    with urllib3.PoolManager(ca_cert_data=data, cert_reqs="CERT_REQUIRED") as pool:
-        return pool.request("GET", url, retries=False, timeout=30)
+    # (a pool, not a PoolManager: urllib3 before 2.1 keys no pool by ca_cert_data)
+    parsed = urllib3.util.parse_url(url)
+    with urllib3.HTTPSConnectionPool(parsed.host, parsed.port, ca_cert_data=data,
+                                     cert_reqs="CERT_REQUIRED") as pool:
+        return pool.request("GET", "/", retries=False, timeout=30)
 
 def get():
     try:
