@@ -259,9 +259,8 @@ def test_the_threads_figures_are_the_committed_runs() -> None:
     names = {
         "floor-lazy": "`floor-lazy`",
         "shim": "`shim`",
-        "shim=/tmp/optA": "load through the descriptor",
-        "shim=/tmp/optB": "load through a memfd",
-        "shim=/tmp/nostat": "no `stat` per connection",
+        "shim=/tmp/before40": "`shim` before issue 40 (2d62242)",
+        "stock": "stock",
     }
     cells: dict[str, list[str]] = {label: [] for label in names.values()}
     for line in ("3.0", "3.6"):
