@@ -124,15 +124,16 @@ class KnownCode:
         may rewrite a function's code in place)."""
         if vars(self.connection).get("ssl_") is not self._ssl:
             return "urllib3-replaced"  # (the set-up reads its flags through it, the build not)
-        read = [set_up, *(space.get(name) for space, name, _ in self._bindings)]
+        if set_up is not None:  # (apart from the memo, which the snapshot's reading shares)
+            own = known_function(set_up, self.connection)
+            if not own:
+                return "layer-below" if own is None else "unknown-code"
+        read = [space.get(name) for space, name, _ in self._bindings]
         read += [getattr(f, "__code__", None) for f in read]
         memo = self._known
         if len(read) == len(memo) and all(map(operator.is_, read, memo)):
             return None
-        found = [] if set_up is None else [known_function(set_up, self.connection)]
-        if None in found:
-            return "layer-below"
-        found += [known_function(space.get(name), home) for space, name, home in self._bindings]
+        found = [known_function(space.get(name), home) for space, name, home in self._bindings]
         if None in found:
             return "urllib3-replaced"
         if False in found:
