@@ -129,12 +129,18 @@ def unknown_code() -> None:
     import does not read it)."""
     from ._genuine import unknown_code_reason
 
-    with LOCK:
+    # Bounded: a connection may come here; if install() or status() holds the lock that long,
+    # status() says it when next asked.
+    if not LOCK.acquire(True, 5.0):
+        return
+    try:
         if STATE.active and STATE.phase == "active":
             reason = unknown_code_reason()
             if reason is not None:
                 STATE.phase, STATE.reason = "unsupported", reason
                 warn_unsupported(reason)
+    finally:
+        LOCK.release()
 
 
 def first_step_aside(reason: Reason) -> None:
