@@ -21,7 +21,7 @@ def unsupported_reason(code: bool = True) -> str | None:
     """Why the imported urllib3 cannot be patched safely, or None if it can. requests' version
     plays no part: the hook is urllib3's, and whatever a requests gives urllib3 (2.32.0-2.32.4
     their own preloaded context) reaches it as any caller's input. ``code``: also whether its
-    TLS code is tabled (a few ms of tokenizing: inside an import, the first set-up asks)."""
+    TLS code is tabled (ms of compiling: inside an import, the first set-up asks)."""
     # (from urllib3._version: inside urllib3's own import, where the package may not have
     # the attribute yet, that module ran first)
     urllib3_version = str(

@@ -26,7 +26,7 @@ __all__ = [
 _COMPILED: dict[str, dict[str, list[types.CodeType]]] = {}
 _GENUINE_CODE: dict[int, types.CodeType] = {}
 # module name -> its source as read with its code (None: none to read); ids of genuine code
-# objects whose fingerprint was taken, tabled (True) or not: each is tokenized once.
+# objects whose fingerprint was taken, tabled (True) or not: each is identified once.
 _SOURCES: dict[str, str | None] = {}
 _FOUND: dict[int, tuple[types.CodeType, bool]] = {}
 _IDENTIFYING = _thread.RLock()  # (reentrant: a signal handler's request inside a first check)
@@ -84,7 +84,7 @@ def known_function(func: Any, module: types.ModuleType) -> bool | None:
     found = _FOUND.get(id(code))
     if found is not None and found[0] is code:
         return found[1]
-    # A burst of first connections would each take the same fingerprint (ms of tokenizing,
+    # A burst of first connections would each take the same fingerprint (ms of compiling,
     # under the interpreter lock): the first takes it, the others wait for it, bounded.
     held = _IDENTIFYING.acquire(True, 5.0)
     try:

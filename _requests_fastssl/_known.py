@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # (typing costs start-up time; this module is imported at act
     from collections.abc import Iterator
     from typing import Any
 
-__all__ = ["FUNCTIONS", "TABLE", "fingerprint", "identify", "source_of"]
+__all__ = ["FUNCTIONS", "TABLE", "fingerprint", "identify", "layout", "source_of"]
 
 # The functions the shim rewrites inputs over (urllib3's set-up), reproduces the steps of
 # (the build), or whose inputs its key assumes. Code that runs after the context, in stock
@@ -128,6 +128,34 @@ def _block(source: str, first_line: int, name: str) -> tuple[str, list[str]] | N
     return hashlib.sha256("\n".join(tokens).encode()).hexdigest()[:32], lines[: end[0]]
 
 
+def _laid_out(
+    source: str, code: types.CodeType, namespace: dict[str, Any]
+) -> tuple[str, list[str]] | None:
+    """The fingerprint of a block whose text is, byte for byte, a released one of a tabled
+    variant (``_layouts``), and its lines: no tokenizing, which costs a first connection ms on
+    3.11. None for any other text: the tokens decide."""
+    from ._layouts import LAYOUTS
+
+    layouts = LAYOUTS.get(f"{namespace.get('__name__')}.{code.co_name}", {})
+    lines = io.StringIO(source).readlines()[code.co_firstlineno - 1 :]
+    for count in sorted({count for count, _ in layouts.values()}):
+        block = lines[:count]
+        found = layouts.get(hashlib.sha256("".join(block).encode()).hexdigest()[:32])
+        if found is not None and found[0] == count:
+            return found[1], block
+    return None
+
+
+def layout(source: str, first_line: int, name: str) -> tuple[str, int, str] | None:
+    """For ``tools/known_code.py``: the digest of the block's exact text, its number of lines
+    and its fingerprint, as ``_laid_out`` looks them up."""
+    found = _block(source, first_line, name)
+    if found is None:
+        return None
+    text = "".join(found[1])
+    return hashlib.sha256(text.encode()).hexdigest()[:32], len(found[1]), found[0]
+
+
 def fingerprint(source: str, first_line: int, name: str) -> str | None:
     """The fingerprint of function ``name`` defined at ``first_line`` of ``source``, or None
     if no such def starts there."""
@@ -143,7 +171,7 @@ def identify(source: str, code: types.CodeType, namespace: dict[str, Any]) -> st
     names it reads that hold modules (``namespace``: its globals) are declared imported on the
     first line, as the module's own imports declare them: the compiler calls an imported
     name's attributes differently. A guess that misses only ever fails the check: stock."""
-    found = _block(source, code.co_firstlineno, code.co_name)
+    found = _laid_out(source, code, namespace) or _block(source, code.co_firstlineno, code.co_name)
     if found is None or code.co_firstlineno < 2:
         return None
     import __future__

@@ -251,6 +251,39 @@ def test_the_installed_urllib3_is_tabled_function_by_function() -> None:
         assert source is not None
         taken = _known.identify(source, func.__code__, func.__globals__)
         assert taken in _known.TABLE[f"{module}.{name}"], (module, name, urllib3_version)
+        # Released text is looked up, not tokenized (ms on 3.11's tokenizer): the same answer.
+        laid_out = _known._laid_out(source, func.__code__, func.__globals__)
+        assert laid_out == _known._block(source, func.__code__.co_firstlineno, name)
+
+
+def test_a_block_laid_out_anew_is_tokenized_to_the_same_fingerprint() -> None:
+    # A comment added to a released block changes no code: its text is no released one, so its
+    # tokens are taken, and they give the tabled fingerprint.
+
+    if version_tuple(urllib3_version)[0] != 2:
+        pytest.skip("urllib3 1.26 is left stock: no code of it is tabled")
+    module, name = _known.FUNCTIONS[2]
+    func = getattr(sys.modules[module], name)
+    func = getattr(func, "__wrapped__", func)
+    source = _known.source_of(module)
+    assert source is not None
+    code = func.__code__
+    lines = source.splitlines(keepends=True)
+    lines[code.co_firstlineno - 1] = lines[code.co_firstlineno - 1].rstrip("\n") + "  # local\n"
+    edited = "".join(lines)
+    assert _known._laid_out(source, code, func.__globals__) is not None
+    assert _known._laid_out(edited, code, func.__globals__) is None
+    assert _known.identify(edited, code, func.__globals__) == _known.identify(
+        source, code, func.__globals__
+    )
+    # A changed statement is neither a released text nor a tabled fingerprint.
+    changed = edited.replace("SSLContext(PROTOCOL_TLS_CLIENT)", "SSLContext(PROTOCOL_TLS_SERVER)")
+    assert changed != edited
+    assert (
+        _known.fingerprint(changed, code.co_firstlineno, name)
+        not in _known.TABLE[f"{module}.{name}"]
+    )
+    assert _known.identify(changed, code, func.__globals__) is None
 
 
 def test_the_fingerprint_reads_tokens_not_layout() -> None:
