@@ -10,8 +10,13 @@ VARIANT is one of:
 - ``floor-lazy``: the same adapter, but the context is built by the first thread that needs
   one (the others wait on a lock), from the bundle's bytes (``cadata``), as the shim's build
   did before issue 40 (it now loads the file, through a descriptor): what a cache that learns
-  its key from the first connection can reach.
+  its key from the first connection can reach. The loads of ``cadata`` keep the interpreter
+  lock: no other thread runs meanwhile.
+- ``floor-lazy-file``: the same, loading the file by OpenSSL's own loader, which lets the
+  interpreter lock go (as the shim's build does): threads arriving meanwhile reach the wait.
 - ``shim``: ``requests_fastssl.install()`` from this tree.
+- ``shim-warm``: the same, with ``requests_fastssl.warm(verify=bundle)`` called in the timed
+  window before the threads are let go, as the floor builds: no thread waits for a build.
 - ``shim=DIR``: the same from the source tree DIR (another commit, or a change under test:
   ``git worktree add DIR && git -C DIR apply change.diff``); checked to be the one imported.
 
@@ -46,12 +51,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = ("stock", "floor", "floor-lazy", "shim")
+BASE = ("stock", "floor", "floor-lazy", "floor-lazy-file", "shim", "shim-warm")
 
 
 def _child(variant: str, url: str, bundle: str, n: int) -> dict[str, Any]:
     kind, _, tree = variant.partition("=")
-    if kind == "shim":
+    if kind in ("shim", "shim-warm"):
         source = str(Path(tree).resolve()) if tree else str(ROOT)
         sys.path.insert(0, source)
         import requests_fastssl
@@ -68,7 +73,7 @@ def _child(variant: str, url: str, bundle: str, n: int) -> dict[str, Any]:
 
     def build() -> None:
         ctx = create_urllib3_context(cert_reqs=2)  # CERT_REQUIRED
-        if kind == "floor":
+        if kind in ("floor", "floor-lazy-file"):
             ctx.load_verify_locations(bundle)
         else:
             with open(bundle, "rb") as file:
@@ -119,6 +124,8 @@ def _child(variant: str, url: str, bundle: str, n: int) -> dict[str, Any]:
     started = time.perf_counter()
     if kind == "floor":
         build()
+    elif kind == "shim-warm" and not requests_fastssl.warm(verify=bundle):
+        raise RuntimeError(f"warm() built nothing: {requests_fastssl.stats()}")
     gate.wait()
     for thread in threads:
         thread.join()
@@ -200,6 +207,9 @@ def main() -> int:
     parser.add_argument("--threads", default="30,100", help="thread counts (default 30,100)")
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument(
+        "--against", metavar="VARIANT", help="also each shim variant's ratios to this one"
+    )
     args = parser.parse_args()
     try:
         counts = [int(n) for n in args.threads.split(",")]
@@ -209,6 +219,8 @@ def main() -> int:
         parser.error("--threads 1-1000 each, --repeat 1-200")
     if len(set(args.variants)) != len(args.variants):
         parser.error("a variant is named twice")
+    if args.against is not None and args.against not in args.variants:
+        parser.error(f"--against {args.against}: not one of the variants run")
     import ssl
 
     sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
@@ -243,7 +255,7 @@ def main() -> int:
     )
     header = (
         f"{'threads':>7}  {'variant':<28} {'wall ms':>8} {'ratio (q1 median q3)':>22} "
-        f"{'CPU ms':>7} {'switches':>8} {'peak MB':>7}"
+        f"{'CPU ms':>7} {'switches':>8} {'peak MB (q1 median q3)':>22}"
     )
     print(header)
     print("-" * len(header))
@@ -256,13 +268,26 @@ def main() -> int:
         for variant, mine in runs.items():
             ratios = [a["wall"] / b["wall"] for a, b in zip(mine, runs[base], strict=True)]
             q1, mid, q3 = _quartiles(ratios)
+            peaks = " ".join(f"{q / 1024:.1f}" for q in _quartiles([r["peak_kb"] for r in mine]))
             print(
                 f"{n:>7}  {variant:<28} {median([r['wall'] for r in mine]) * 1000:>8.1f} "
                 f"{f'{q1:.3f} {mid:.3f} {q3:.3f}':>22} "
                 f"{median([r['cpu'] for r in mine]) * 1000:>7.1f} "
                 f"{median([r['switches'] for r in mine]):>8.0f} "
-                f"{median([r.get('peak_kb', 0) for r in mine]) / 1024:>7.1f}"
+                f"{peaks:>22}"
             )
+    if args.against is not None:
+        print(f"ratios to {args.against} within each repetition (q1 median q3):")
+        for n, runs in kept.items():
+            for variant, mine in runs.items():
+                if variant.startswith("shim") and variant != args.against and mine:
+                    q1, mid, q3 = _quartiles(
+                        [
+                            a["wall"] / b["wall"]
+                            for a, b in zip(mine, runs[args.against], strict=True)
+                        ]
+                    )
+                    print(f"{n:>7}  {variant:<28} {q1:.3f} {mid:.3f} {q3:.3f}")
     for n, runs in results.items():  # (what was left out, and why)
         for variant, mine in runs.items():
             for i, run in enumerate(mine):
