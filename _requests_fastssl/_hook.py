@@ -97,7 +97,6 @@ def set_up_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
 
 def _given(wrapped: Any, kwargs: dict[str, Any]) -> Any:
     """A connection given its own context: stock, with a CA load it holds already left out."""
-    REGISTRY.step_aside(Reason.OWN_CONTEXT)
     inputs = {"tls_in_tls": False, **kwargs}
     try:
         held = loaded_already(inputs)
@@ -106,6 +105,7 @@ def _given(wrapped: Any, kwargs: dict[str, Any]) -> Any:
         propagate(exc)
         _log.exception("requests_fastssl: internal error; this connection goes to stock")
         held, check = False, None
+    REGISTRY.step_aside(Reason.OWN_CONTEXT, served=held or check is not None)
     if held:
         REGISTRY.count("owned_loads_avoided")
         return wrapped(**{**kwargs, "ca_certs": None})

@@ -37,6 +37,12 @@ ADVICE = {
     "urllib3-1.26": "upgrade to urllib3 2.x to share contexts",
     "internal-error": "please report it with the traceback logged above",
 }
+_GIVEN = (  # own-context, by whether the shim serves its CA load (the reason's text says it does)
+    "never shared; stock makes every load into it (not the standard library's class or load, a "
+    "CA directory or CA data, no CA file, or one the shim cannot read)",
+    "never shared; the CA loads it holds already are left out: its CA file is loaded once per "
+    "contents instead of at every new connection",
+)
 
 
 def _logger() -> Any:
@@ -143,8 +149,9 @@ def unknown_code() -> None:
         LOCK.release()
 
 
-def first_step_aside(reason: Reason) -> None:
-    """The first connection left to stock for ``reason`` in this process."""
+def first_step_aside(reason: Reason, served: bool = False) -> None:
+    """The first connection left to stock for ``reason`` in this process; ``served``: the first
+    given a context whose CA load the shim serves (own-context), which is not left to stock."""
     import contextlib
 
     if reason.code == "unknown-code":
@@ -152,13 +159,18 @@ def first_step_aside(reason: Reason) -> None:
         return
 
     advice = ADVICE.get(reason.code)
+    text = _GIVEN[served] if reason.code == "own-context" else reason.text
+    stock = "stock requests" if "requests" in sys.modules else "stock urllib3"  # (boto3 alone)
+    what, counter = f"was left to {stock}", "step_aside_reasons"
+    if served:
+        what, counter = "was given its caller's own SSLContext", "owned_connections"
     # An application's log filter may raise: never into the connection stock then makes.
     with contextlib.suppress(Exception):
         _logger().log(
             _level(),
-            "requests_fastssl: a connection was left to stock requests (%s): %s%s "
-            "(logged once per reason; stats().step_aside_reasons counts them)",
-            *(reason.code, reason.text, f"; {advice}" if advice else ""),
+            "requests_fastssl: a connection %s (%s): %s%s "
+            "(logged once per reason; stats().%s counts them)",
+            *(what, reason.code, text, f"; {advice}" if advice else "", counter),
         )
 
 

@@ -34,9 +34,8 @@ _log = logging.getLogger("requests_fastssl")
 _perf_counter = time.perf_counter  # (else float: 0.0, build_seconds stays 0)
 _perf_counter = _perf_counter if type(_perf_counter) is types.BuiltinFunctionType else float
 Build = Callable[[tuple[FileCheck, ...]], Any]
-_COUNTERS = tuple(
-    name for name in Stats._fields if name not in ("build_seconds", "entries", "step_aside_reasons")
-)
+_NOT_COUNTED = ("build_seconds", "entries", "step_aside_reasons", "mean_load_seconds")
+_COUNTERS = tuple(name for name in Stats._fields if name not in _NOT_COUNTED)
 
 
 class Token:
@@ -89,7 +88,7 @@ class Registry:
         self._max = max_contexts
         self._counts: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
         self._reasons: dict[str, int] = {}
-        self._announced: dict[str, object] = {}  # reasons logged once (_observe)
+        self._announced: dict[tuple[str, bool], object] = {}  # reasons logged once (_observe)
         self._build_seconds = 0.0
         if hasattr(os, "register_at_fork"):
             ref = weakref.ref(self)
@@ -220,12 +219,13 @@ class Registry:
         if left > 0:
             self._busy[id(ctx)] = left
 
-    def step_aside(self, reason: Reason) -> None:
+    def step_aside(self, reason: Reason, served: bool = False) -> None:
         self._counts["step_asides"] += 1
         self._reasons[reason.code] = self._reasons.get(reason.code, 0) + 1
+        self._counts["owned_connections"] += served  # (after: never more than own-context)
         token = object()  # setdefault is atomic: exactly one thread sees its own token
-        if self._announced.setdefault(reason.code, token) is token:
-            first_step_aside(reason)
+        if self._announced.setdefault((reason.code, served), token) is token:
+            first_step_aside(reason, served)
 
     def count(self, name: str, n: int = 1) -> None:
         self._counts[name] += n
@@ -240,10 +240,12 @@ class Registry:
         self._failed.clear()
 
     def stats(self) -> Stats:
-        counts = self._counts.copy()
+        counts: dict[str, Any] = self._counts.copy()
         counts["entries"] = len(self._entries)
         reasons = dict(sorted(self._reasons.copy().items()))
-        return Stats(**counts, build_seconds=self._build_seconds, step_aside_reasons=reasons)
+        spent = self._build_seconds  # (0.0 under a test's mocked clock: none measured)
+        counts["mean_load_seconds"] = spent / counts["contexts_built"] if spent else 0.0
+        return Stats(**counts, build_seconds=spent, step_aside_reasons=reasons)
 
 
 def _after_fork(registry: Registry | None) -> None:

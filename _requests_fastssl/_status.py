@@ -45,6 +45,9 @@ class Stats(NamedTuple):
     failures_skipped: int = 0  #: set-ups sent to stock while failed files stay unchanged
     owned_loads_avoided: int = 0  #: loads left out of a given context holding the file
     step_aside_reasons: Mapping[str, int] = {}
+    # (added after the mapping: every earlier field keeps its place)
+    owned_connections: int = 0  #: own-context set-ups whose CA load the shim served
+    mean_load_seconds: float = 0.0  #: one load, as a build here took (0.0: none was timed)
 
     def __str__(self) -> str:
         """One readable line (``repr()`` keeps every field)."""
@@ -52,14 +55,25 @@ class Stats(NamedTuple):
         def n(count: float, word: str) -> str:
             return f"{count:g} {word}{'' if count == 1 else 's'}"
 
+        avoided, saved = self.loads_avoided, f"about {self.seconds_saved:.2f} s saved"
+        if avoided and not self.seconds_saved:
+            saved = "time saved not measured"
+        elif self.owned_loads_avoided:  # (stock's loads, inside its set-up: none is timed)
+            saved += f" by the {avoided - self.owned_loads_avoided} in shared contexts"
         parts = [
             f"{n(self.connections, 'TLS connection')} used shared contexts "
             f"({n(self.contexts_built, 'context')} built with {n(self.ca_loads, 'CA load')} "
             f"in {self.build_seconds * 1000:.1f} ms, {self.entries} held now)",
-            f"{n(self.loads_avoided, 'load')} avoided, about {self.seconds_saved:.2f} s saved",
+            f"{n(avoided, 'load')} avoided, {saved}",
         ]
-        why = ", ".join(f"{code} {count}" for code, count in self.step_aside_reasons.items())
-        aside = f"{n(self.step_asides, 'set-up')} left to stock ({why})"
+        owned, reasons = self.owned_connections, dict(self.step_aside_reasons)
+        if owned:  # served: not left to stock, though step_asides counts them (own-context)
+            loads = n(max(0, owned - self.owned_loads_avoided), "CA load")
+            said = f"{n(owned, 'TLS connection')} on contexts their callers brought made {loads}"
+            parts.insert(1, f"{said} instead of {owned}")
+            reasons["own-context"] = reasons.get("own-context", 0) - owned
+        why = ", ".join(f"{code} {count}" for code, count in reasons.items() if count > 0)
+        aside = f"{n(max(0, self.step_asides - owned), 'set-up')} left to stock ({why})"
         parts.append(aside if why else "none left to stock")
         names = ("build_failures", "failures_skipped", "discards", "evictions")
         parts += [f"{x.replace('_', ' ')} {getattr(self, x)}" for x in names if getattr(self, x)]
@@ -72,16 +86,17 @@ class Stats(NamedTuple):
 
     @property
     def seconds_saved(self) -> float:
-        """An estimate: loads avoided times the mean time it took us to build a context."""
+        """An estimate: loads avoided in shared contexts (the timed ones) times the mean build."""
         built = self.contexts_built
-        return self.loads_avoided * self.build_seconds / built if built else 0.0
+        mean = self.mean_load_seconds or (self.build_seconds / built if built else 0.0)
+        return max(0, self.connections - self.ca_loads) * mean
 
     def since(self, earlier: Stats) -> Stats:
-        """The counters accumulated after ``earlier`` (``entries`` stays as it is now)."""
+        """The counters accumulated after ``earlier`` (``entries``, ``mean_load_seconds``: now)."""
         if not isinstance(earlier, Stats):
             raise TypeError(f"since() takes an earlier Stats, not {type(earlier).__name__}")
         before = earlier.step_aside_reasons
         reasons = {r: n - before.get(r, 0) for r, n in self.step_aside_reasons.items()}
-        counts = [now - then for now, then in zip(self[:-1], earlier[:-1], strict=True)]
-        delta = Stats(*counts, {r: n for r, n in reasons.items() if n})  # type: ignore[arg-type, call-arg]
-        return delta._replace(entries=self.entries)
+        kept = ("entries", "mean_load_seconds", "step_aside_reasons")
+        counts = {f: getattr(self, f) - getattr(earlier, f) for f in self._fields if f not in kept}
+        return self._replace(**counts, step_aside_reasons={r: n for r, n in reasons.items() if n})
