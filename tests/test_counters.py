@@ -232,7 +232,51 @@ def test_run_report_and_log_call_a_served_context_a_saving(
     ), report
 
 
-# --- botocore itself -----------------------------------------------------------------
+# --- The pytest plugin's summary, and botocore itself ------------------------------------
+
+_PLUGIN_CONFTEST = """
+import ssl
+import pytest, trustme
+from _requests_fastssl.cli.server import HTTPSServer
+
+@pytest.fixture
+def server(tmp_path):
+    ca = trustme.CA()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(ctx)
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    with HTTPSServer(ctx) as running:
+        yield running.url, str(bundle)
+"""
+
+
+@pytest.mark.urllib3_2
+@pytest.mark.subprocess
+def test_the_plugin_summary_says_an_untimed_saving_is_not_measured(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(_PLUGIN_CONFTEST)
+    pytester.makepyfile(
+        test_inner="""
+        import urllib3
+        from urllib3.util.ssl_ import create_urllib3_context
+
+        def test_own_context(server):
+            url, bundle = server
+            ctx = create_urllib3_context()
+            with urllib3.PoolManager(ssl_context=ctx, ca_certs=bundle) as manager:
+                for _ in range(5):
+                    response = manager.request("GET", url, headers={"Connection": "close"})
+                    assert response.status == 200
+        """
+    )
+    result = pytester.runpytest_subprocess("--fastssl")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["requests-fastssl: 0 contexts built, 0 reuses, 4 CA loads avoided (time saved not "
+         "measured)"]
+    )  # fmt: skip
 
 
 @pytest.mark.urllib3_2
