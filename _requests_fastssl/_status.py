@@ -70,7 +70,8 @@ class Stats(NamedTuple):
         if owned:  # served: not left to stock, though step_asides counts them (own-context)
             loads = n(max(0, owned - self.owned_loads_avoided), "CA load")
             said = f"{n(owned, 'TLS connection')} on contexts their callers brought made {loads}"
-            parts.insert(1, f"{said} instead of {owned}")
+            shared = parts[:1] if self.connections or self.contexts_built else []  # (boto3 alone)
+            parts = [*shared, f"{said} instead of {owned}", *parts[1:]]
             reasons["own-context"] = reasons.get("own-context", 0) - owned
         why = ", ".join(f"{code} {count}" for code, count in reasons.items() if count > 0)
         aside = f"{n(max(0, self.step_asides - owned), 'set-up')} left to stock ({why})"
