@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The run behind the README's figures: the sequential scenario (20 requests in a row) and every
-# variant at 1, 30, 100 and 300 threads, 10 timed repetitions each after a warm-up, on the
+# variant at 1, 30, 100 and 300 threads, 21 timed repetitions each after a warm-up, on the
 # embedded server. Writes benchmarks/openssl-X.Y/results.json (machine-readable, with the
 # machine it ran on) and results.txt (the table), X.Y being the OpenSSL of the Python running it.
 #
@@ -26,7 +26,7 @@ fi
 out=benchmarks/$("$python" -c 'import ssl; print("openssl-%d.%d" % ssl.OPENSSL_VERSION_INFO[:2])')
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$python" -m requests_fastssl bench --sequential 20 --concurrency 1,30,100,300 --repeat 10 \
+"$python" -m requests_fastssl bench --sequential 20 --concurrency 1,30,100,300 --repeat 21 \
     --json "$tmp/results.json" | tee "$tmp/results.txt"
 mkdir -p "$out"
 mv "$tmp/results.json" "$tmp/results.txt" "$out/"

@@ -1,0 +1,99 @@
+"""The first new connection's own costs, split: the check of urllib3's code, the trust file's
+read and digest, stock's CA load (through the descriptor), and the rest of the build; beside
+one plain load of the same bundle. Each repetition is a fresh interpreter; medians.
+
+    python benchmarks/first_build.py [--repeat 21]
+
+Needs the test dependencies (trustme): pip install -e . --group test
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = ("code check", "read and digest", "CA load", "rest of the build", "first request")
+
+
+def _child(url: str, bundle: str) -> dict[str, float]:
+    sys.path.insert(0, str(ROOT))
+    import requests_fastssl
+
+    requests_fastssl.install()
+    import requests
+
+    from _requests_fastssl import _contexts, _policy, _registry
+
+    spent: dict[str, float] = dict.fromkeys(PARTS, 0.0)
+
+    def timed(part: str, func: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                spent[part] += time.perf_counter() - started
+
+        return run
+
+    _policy.Settings.known = timed("code check", _policy.Settings.known)  # type: ignore[method-assign]
+    _registry.read_checks = timed("read and digest", _registry.read_checks)
+    _contexts._through = timed("CA load", _contexts._through)
+    _contexts.build = timed("rest of the build", _contexts.build)
+    started = time.perf_counter()
+    status = requests.get(url, verify=bundle, timeout=30).status_code
+    spent["first request"] = time.perf_counter() - started
+    if status != 200 or requests_fastssl.stats().ca_loads != 1:
+        raise RuntimeError(f"{status}: {requests_fastssl.stats()}")
+    spent["rest of the build"] -= spent["CA load"]  # (the build's own steps, without the load)
+    ctx = ssl.create_default_context()
+    started = time.perf_counter()
+    ctx.load_verify_locations(bundle)
+    spent["plain load"] = time.perf_counter() - started
+    return spent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=21)
+    args = parser.parse_args()
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
+    from reach import _make_pki
+
+    from _requests_fastssl.cli.server import HTTPSServer
+
+    runs: list[dict[str, float]] = []
+    with contextlib.ExitStack() as stack:
+        pki = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rfs-first-")))
+        _make_pki(pki)
+        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ctx.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
+        url = stack.enter_context(HTTPSServer(server_ctx)).url
+        for _ in range(args.repeat):
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", url, str(pki / "bundle.pem")],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            runs.append(json.loads(out.stdout))
+    print(f"Python {sys.version.split()[0]}, {ssl.OPENSSL_VERSION}; median of {args.repeat} "
+          "fresh interpreters, one request each (the shim's first build)")  # fmt: skip
+    for part in (*PARTS, "plain load"):
+        print(f"  {part:<18} {statistics.median(r[part] for r in runs) * 1000:7.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        print(json.dumps(_child(sys.argv[2], sys.argv[3])))
+    else:
+        raise SystemExit(main())
