@@ -47,7 +47,7 @@ def _child(url: str, bundle: str) -> dict[str, float]:
         return run
 
     _policy.Settings.known = timed("code check", _policy.Settings.known)  # type: ignore[method-assign]
-    _registry.read_checks = timed("read and digest", _registry.read_checks)
+    _registry.read_checks = timed("read and digest", _registry.read_checks)  # type: ignore[attr-defined]
     _contexts._through = timed("CA load", _contexts._through)
     _contexts.build = timed("rest of the build", _contexts.build)
     started = time.perf_counter()
