@@ -202,8 +202,9 @@ def _initializing(module: ModuleType) -> bool:
 
 def _activate(deferred: bool = False) -> None:
     """Patch the imported urllib3 (called with the lock held). ``deferred``: inside its import,
-    where reading its TLS code would cost the import milliseconds; the first set-up (or
-    ``status()``) reads it, and every connection is stock if it is not tabled."""
+    where an untabled TLS code must not make the import fail or warn: the first set-up (or
+    ``status()``) says so, and every connection is stock. Its code is identified here either
+    way (ms of compiling): a first request, or each worker a server forks, does not pay it."""
     from . import _compat
 
     reason = _compat.unsupported_reason(code=not deferred)
@@ -218,6 +219,8 @@ def _activate(deferred: bool = False) -> None:
     import wrapt
 
     from ._genuine import _compiled as compiled
+    from ._genuine import known_function
+    from ._known import FUNCTIONS
     from ._policy import Settings
     from ._registry import REGISTRY  # (imports ssl)
 
@@ -226,6 +229,11 @@ def _activate(deferred: bool = False) -> None:
     STATE.settings = Settings(urllib3.connection, urllib3.util.ssl_)
     for module in (urllib3.util.ssl_, urllib3.connection):  # (read now: not in a first request)
         compiled(module.__name__)
+    try:  # (its code identified now too, once, not in a first request; failing: the set-up asks)
+        for module_name, function in FUNCTIONS:
+            known_function(getattr(sys.modules[module_name], function), sys.modules[module_name])
+    except Exception:
+        pass
     owner, name, wrapper = _compat.hook()
     if not any(o is owner and n == name for o, n, _ in STATE.handles):
         # (else left inactive by uninstall() under another layer: reused)
