@@ -11,6 +11,7 @@ from typing import Any
 from .. import __version__
 from .modes import activation_modes
 from .output import certificates, trust_for_verify_true, versions
+from .programs import your_programs
 from .report import Report, advice
 
 __all__ = ["doctor"]
@@ -49,14 +50,20 @@ def doctor(
     out.say("activation modes in effect:", "activation_modes", modes)
     for line in modes:
         out.say(f"  {line}")
+    programs_active = your_programs(out)
+    _trust_source(out, verify, programs_active)
+    part = "self-test in" if self_test else "the request from" if request else "doctor's shim in"
+    out.say(
+        f"{part} this process (doctor activated the shim itself, to test it: not what your "
+        "programs get, said above):"
+    )
+    out.indent = "  "
     status = requests_fastssl.status()
-    # This process imported requests_fastssl to run doctor, as a start-up line would.
     active = status.state.value == "active"
     state = {"state": status.state.value, "reason": status.reason}
     out.say(f"shim in this process: {status}", "shim", state)
     if not active:
         out.finding(f"the shim is not active here ({status})")
-    _trust_source(out, verify, active)
     if self_test:
         _self_test(out, active, timeout)
     if request is not None:
@@ -68,7 +75,8 @@ def doctor(
 
 def _trust_source(out: Report, verify: Any, active: bool) -> None:
     """Say what the trust source for ``verify`` is, what stock pays to load it per new
-    connection, and whether the shim has much to gain (a finding if it cannot be loaded)."""
+    connection, and whether the shim has much to gain (a finding if it cannot be loaded);
+    ``active``: whether the user's programs get the shim."""
     import ssl
 
     from .engine import ca_load_ms
@@ -138,7 +146,7 @@ def _trust_source(out: Report, verify: Any, active: bool) -> None:
     else:
         facts["verdict"] = (
             f"the shim would save about {cost:.0f} ms of CPU per new connection after the "
-            "first, but it is not active in this process (see above)"
+            "first, but your programs do not get it (see above)"
         )
     out.say(f"verdict: {facts['verdict']}")
 

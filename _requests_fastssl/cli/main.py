@@ -106,10 +106,14 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     doctor = commands.add_parser(
         "doctor",
-        help="versions, activation modes, the trust source and its cost, and a self-test",
-        description="Exit status: 0 healthy; 1 a finding (the shim is not active, the trust "
-        "source cannot be loaded, the self-test fails, or the --url request raises), named by "
-        "the last line; 2 bad arguments; 130 interrupted (Ctrl-C).",
+        help="whether your programs get the shim (asked of a fresh interpreter of this "
+        "environment), versions, the trust source and its cost, and a self-test",
+        description="Whether the shim will be active in your programs is asked of a fresh "
+        "interpreter of this executable and environment, apart from doctor's own process, "
+        "which activates the shim itself for its self-test. Exit status: 0 healthy; 1 a "
+        "finding (your programs would not get the shim, it is not active in doctor's own "
+        "process, the trust source cannot be loaded, the self-test fails, or the --url request "
+        "raises), named by the last line; 2 bad arguments; 130 interrupted (Ctrl-C).",
     )
     doctor.add_argument(
         "--timeout",
