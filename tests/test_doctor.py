@@ -1,9 +1,11 @@
 """``doctor`` answers the user's question (issue 41): whether the shim will be active in their
 programs, asked of a fresh interpreter of the same executable and environment, kept apart
-from doctor's own self-test in its process; the verdict and exit status follow that answer."""
+from doctor's own self-test in its process; the verdict and exit status follow that answer.
+Also: a closed output pipe is no finding."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -172,3 +174,49 @@ def test_what_doctor_says_of_pytest_is_what_pytest_does(tmp_path: Path) -> None:
     assert "  under pytest here: off, as in your programs: the plugin is not loaded" in (
         proc.stdout
     )
+
+
+def test_a_reader_that_leaves_early_is_no_finding(tmp_path: Path) -> None:
+    """`doctor | head -2`: the reader takes two lines and goes; doctor ends quietly with a
+    shell's status for SIGPIPE, never 1 (a finding). The fresh interpreters wait on a lock the
+    test holds, so that doctor writes again only after the reader has gone."""
+    gate = tmp_path / "gate"
+    gate.touch()
+    env = private_startup(
+        tmp_path / "startup",
+        "import fcntl, os\n"
+        "with open(os.environ['DOCTOR_TEST_GATE']) as f:\n"
+        "    fcntl.flock(f, fcntl.LOCK_SH)\n",
+    )
+    env["DOCTOR_TEST_GATE"] = str(gate)
+    with open(gate) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "requests_fastssl", "doctor", "--no-self-test"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**clean_env(), **NO_PYTEST_SWITCHES, **env}, cwd=ROOT,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        first = [proc.stdout.readline(), proc.stdout.readline()]
+        proc.stdout.close()
+    _, stderr = proc.communicate(timeout=300)
+    assert first[0].startswith("requests-fastssl ")
+    assert first[1].startswith("Python ")
+    assert proc.returncode == 141
+    assert stderr == ""
+
+
+def test_another_broken_pipe_is_not_taken_for_the_reader_leaving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a closed stdout or stderr ends quietly: a broken pipe elsewhere is an error."""
+    import importlib
+
+    cli_main = importlib.import_module("_requests_fastssl.cli.main")  # (the module, not main)
+
+    def broken(argv: list[str] | None) -> int:
+        raise BrokenPipeError("a pipe of the command's own")
+
+    monkeypatch.setattr(cli_main, "_main", broken)
+    with pytest.raises(BrokenPipeError, match="a pipe of the command's own"):
+        cli_main.main(["doctor"])
