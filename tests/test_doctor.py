@@ -1,7 +1,7 @@
 """``doctor`` answers the user's question (issue 41): whether the shim will be active in their
 programs, asked of a fresh interpreter of the same executable and environment, kept apart
 from doctor's own self-test in its process; the verdict and exit status follow that answer.
-Also: a closed output pipe is no finding."""
+Also: a closed output pipe is no finding, and ``--verify false`` prints no urllib3 warning."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT, clean_env, private_startup
+from support import PKI, ROOT, ServerFactory, clean_env, private_startup, run_python
 
 pytestmark = pytest.mark.subprocess
 
@@ -220,3 +220,23 @@ def test_another_broken_pipe_is_not_taken_for_the_reader_leaving(
     monkeypatch.setattr(cli_main, "_main", broken)
     with pytest.raises(BrokenPipeError, match="a pipe of the command's own"):
         cli_main.main(["doctor"])
+
+
+@pytest.mark.urllib3_2
+def test_verify_false_prints_no_insecure_request_warning(
+    make_server: ServerFactory, pki: PKI, tmp_path: Path
+) -> None:
+    server = make_server()
+    stock = run_python(f"import requests; requests.get({server.url!r}, verify=False)", stderr=True)
+    assert "InsecureRequestWarning" in stock  # (what doctor's request would print)
+    env = private_startup(tmp_path / "startup", "import requests_fastssl\n")
+    proc = doctor("--url", server.url, "--verify", "false", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "InsecureRequestWarning" not in proc.stdout + proc.stderr
+    assert proc.stderr == ""
+    assert (
+        "  verification: off (--verify false): the server's certificate and host name are not "
+        "checked, so anyone on the path could answer this request"
+    ) in proc.stdout.splitlines()
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("  request: GET ")]
+    assert line.endswith(": HTTP 200")
