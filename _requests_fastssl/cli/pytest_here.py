@@ -82,7 +82,10 @@ def _ini() -> tuple[str | None, Any, list[str], str]:
     except ImportError as exc:
         return None, None, [], f"pytest's ini file not read: {exc}"
     try:
-        _, path, values, *_ = locate_config(Path.cwd(), [])
+        try:
+            _, path, values, *_ = locate_config(Path.cwd(), [])
+        except TypeError:  # (pytest before 8.1: the directory searched is the one argument)
+            _, path, values, *_ = locate_config([Path.cwd()])  # type: ignore[call-arg,arg-type]
     except (Exception, pytest.fail.Exception) as exc:  # (an older pytest, a file it refuses)
         return None, None, [], f"pytest's ini file not read: {type(exc).__name__}: {exc}"
 
