@@ -115,8 +115,21 @@ def test_a_fresh_venv_installs_it_quietly_and_it_works(
         cwd=tmp_path,  # not the checkout: the installed package only
         timeout=120,
     )
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert "shim in this process: active" in doctor.stdout
+    # Nothing in a fresh venv turns the shim on at start-up: doctor says so, apart from its own
+    # process (where it imported the shim itself); under `run` the programs get it.
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert doctor.stdout.splitlines()[-1] == (
+        "result: 1 finding(s): your programs would not get the shim (nothing turns it on at "
+        "start-up)"
+    )
+    assert "  shim in this process: active" in doctor.stdout
+    under_run = subprocess.run(
+        [python, "-m", "requests_fastssl", "run", "--", python, "-m", "requests_fastssl",
+         "doctor", "--no-self-test"],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert under_run.returncode == 0, under_run.stdout + under_run.stderr
+    assert "  active, via run's start-up hook (" in under_run.stdout
     # trustme is not a run-time dependency: the self-test says what to install, by a name
     # that exists on the package index.
     assert "self-test: not run, it needs trustme: pip install trustme" in doctor.stdout
