@@ -79,6 +79,8 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     table = {tuple(line.split()[:3]) for line in lines}
     assert ("shim-verify", "3", "seq") in table
     assert ("shim-verify", "2", "thr") in table
+    assert "(n=1)" in proc.stdout  # one run: no spread shown
+    assert "± 0.000" not in proc.stdout
     assert "floor: the least any cache can do" in proc.stdout  # the word is defined
     summary = lines[lines.index("summary") + 1 :]
     verdicts = [line for line in summary if not line.strip().startswith("warning")]
@@ -964,6 +966,28 @@ def test_bench_names_failed_requests_under_its_verdict(capsys: pytest.CaptureFix
     )
     assert lines[:2] == [out[0], out[1].strip()]
     assert "80 thr, verify: requests failed; no comparison" in lines
+
+
+def test_bench_shows_no_spread_for_a_single_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--repeat 1` (or an interrupted run) has no σ to show: "± 0.000" would read as a
+    perfectly steady measurement."""
+    from _requests_fastssl.cli.table import print_table
+
+    def summary(variant: str, runs: list[float]) -> dict[str, Any]:
+        row = _row(variant, "5 thr", runs)
+        return {**row, "min_s": min(runs), "max_s": max(runs), "per_request_ms": 1.0,
+                "ca_loads": 1, "default_loads": 0, "rss_mean_mb": 30.0, "rss_stdev_mb": 0.0,
+                "server_cpu_share": 0.1}  # fmt: skip
+
+    print_table([summary("stock-verify", [0.5]), summary("shim-verify", [0.1, 0.12])], "test", 1)
+    out = capsys.readouterr().out
+    (one,) = [line.split() for line in out.splitlines() if line.startswith("stock-verify")]
+    assert one[3:5] == ["0.500", "(n=1)"]  # the wall column
+    assert one[8:10] == ["30.0", "(n=1)"]  # the RSS column
+    (two,) = [line.split() for line in out.splitlines() if line.startswith("shim-verify")]
+    assert two[3:6] == ["0.110", "±", "0.014"]
+    assert two[9:12] == ["30.0", "±", "0.0"]  # (two runs of equal peaks: a real 0)
+    assert "± 0.000" not in out
 
 
 def test_a_child_that_fails_is_one_line_not_a_traceback() -> None:

@@ -12,9 +12,10 @@ __all__ = ["faster", "overall", "print_table", "verdicts"]
 LEGEND = """\
 stock: requests as installed; shim: with requests_fastssl; floor: the least any cache can do
 (stock's context built once per run, in the timed window, handed to urllib3 by an adapter).
-N thr: N threads, one GET each; N seq: N GETs in a row. wall: mean ± σ of the timed runs; the
-summary: ratios of means ± their standard error. CA loads: counted in the warm-up run. RSS: the
-client's peak, mean ± σ. srv CPU: server CPU / wall. failed: over all runs (then no ratio)."""
+N thr: N threads, one GET each; N seq: N GETs in a row. wall: mean ± σ of the timed runs (one
+run: "(n=1)", no σ); the summary: ratios of means ± their standard error. CA loads: counted in
+the warm-up run. RSS: the client's peak, mean ± σ. srv CPU: server CPU / wall. failed: over all
+runs (then no ratio)."""
 
 
 def print_table(
@@ -51,9 +52,11 @@ def print_table(
     print("-" * len(header))
     for s in summaries:
         loads = s["ca_loads"] + s["default_loads"]
-        wall = f"{s['mean_s']:.3f} ± {s['stdev_s']:.3f}"
+        # One run has no spread: "± 0.000" would claim a perfectly steady one.
+        one = len(s["runs"]) < 2
+        wall = f"{s['mean_s']:.3f} " + ("(n=1)" if one else f"± {s['stdev_s']:.3f}")
         spread = f"{s['min_s']:.3f}…{s['max_s']:.3f}"
-        rss = f"{s['rss_mean_mb']:.1f} ± {s['rss_stdev_mb']:.1f}"
+        rss = f"{s['rss_mean_mb']:.1f} " + ("(n=1)" if one else f"± {s['rss_stdev_mb']:.1f}")
         print(
             f"{s['variant']:<15} {s['scenario']:>8} {wall:>19} {spread:>13} "
             f"{s['per_request_ms']:>7.2f} {loads:>9g} {rss:>12} "
