@@ -211,7 +211,12 @@ def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     assert "interrupted: the table shows the runs that finished" in stderr
     assert "Traceback" not in stderr
     assert any(line.split()[:3] == ["stock-verify", "20", "seq"] for line in stdout.splitlines())
-    assert stdout.splitlines()[2].startswith("verdict (PARTIAL: interrupted; of the runs")
+    assert stdout.splitlines()[2] == (
+        "verdict (PARTIAL: interrupted; of the runs that finished): no comparison (no scenario "
+        "has runs of all of stock, shim and floor)"
+    )
+    assert "requests failed" not in stdout
+    assert "FAILED" not in stdout
     assert data["interrupted"] is True
     assert [r["variant"] for r in data["results"]] == ["stock-verify"]
     assert data["keep_alive_us"]["shim_calls_per_request"] == 0  # (measured before the runs)
@@ -222,7 +227,10 @@ def test_bench_stops_cleanly_on_ctrl_c_before_any_run(tmp_path: Path) -> None:
     assert returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "interrupted: the table shows the runs that finished" in stderr
-    assert "verdict (PARTIAL: interrupted; of the runs that finished): no comparison" in stdout
+    assert (
+        "verdict (PARTIAL: interrupted; of the runs that finished): no comparison (no run finished)"
+    ) in stdout.splitlines()
+    assert "requests failed" not in stdout  # (none did: the run was stopped)
     assert data["interrupted"] is True
     assert data["results"] == []
 
@@ -816,8 +824,12 @@ def test_bench_summary_reads_at_a_glance() -> None:
     noisy = [_row(r["variant"], r["scenario"], [r["mean_s"] * f for f in (0.7, 1.0, 1.3)])
              for r in quiet]  # fmt: skip
     assert all(r["noise"] > 5 for r in verdicts(noisy))
-    assert overall([{"line": "x: requests failed; no comparison"}]).startswith(
-        "verdict: no comparison"
+    # No ratio: the verdict names the cause, and claims no failure that did not happen.
+    failed = [{"line": "x: requests failed; no comparison", "failed": True}]
+    assert overall(failed) == "verdict: no comparison (requests failed)"
+    assert overall([], ran=False) == "verdict: no comparison (no run finished)"
+    assert overall([]) == (
+        "verdict: no comparison (no scenario has runs of all of stock, shim and floor)"
     )
 
 
