@@ -102,6 +102,28 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     assert row["mean_s"] == row["min_s"] == row["max_s"]
 
 
+@pytest.mark.urllib3_2
+def test_bench_no_micro_skips_the_fixed_length_measurements(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = cli(
+        "bench", "--no-micro", "--repeat", "1", "--concurrency", "1", "--sequential", "0",
+        "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "micro-benchmark" not in proc.stderr  # (the progress lines of the two)
+    assert "start-up cost of" not in proc.stderr + proc.stdout
+    assert "keep-alive:" not in proc.stdout
+    # Said, not silently absent:
+    assert "keep-alive and start-up costs: not measured (--no-micro)" in proc.stdout.splitlines()
+    data = json.loads(out.read_text())
+    assert data["keep_alive_us"] is None
+    assert data["startup_ms"] is None
+    assert data["verdict"].startswith("verdict: shim ")  # the runs themselves still ran
+    assert all(r["failed"] == 0 for r in data["results"])
+    assert len(data["results"]) == len(VARIANTS)
+    assert "--no-micro" in cli("bench", "--help").stdout
+
+
 def test_bench_reports_failed_verification_as_a_failure_not_a_time(
     pki: PKI, make_server: object, tmp_path: Path
 ) -> None:
