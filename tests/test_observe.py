@@ -307,6 +307,7 @@ def test_the_activation_line_says_what_is_known_of_each_version(code: str, said:
     assert proc.returncode == 0, proc.stderr
     (line,) = [line for line in proc.stderr.splitlines() if " active in pid " in line]
     versions = line.split(" (", 1)[1]
-    expected = said.format(requests=requests.__version__)
-    assert versions.startswith(f"{expected}, urllib3 {urllib3.__version__}, "), line
+    expected = said.format(requests=requests.__version__)  # type: ignore[attr-defined]
+    urllib3_version = urllib3.__version__  # type: ignore[attr-defined]
+    assert versions.startswith(f"{expected}, urllib3 {urllib3_version}, "), line
     assert "?" not in versions, line  # a module not imported yet is no unknown version
