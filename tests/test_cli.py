@@ -86,6 +86,8 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     table = {tuple(line.split()[:3]) for line in lines}
     assert ("shim-verify", "3", "seq") in table
     assert ("shim-verify", "2", "thr") in table
+    assert "(n=1)" in proc.stdout  # one run: no spread shown
+    assert "± 0.000" not in proc.stdout
     assert "floor: the least any cache can do" in proc.stdout  # the word is defined
     summary = lines[lines.index("summary") + 1 :]
     verdicts = [line for line in summary if not line.strip().startswith("warning")]
@@ -105,6 +107,28 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     row = data["results"][0]
     assert row["stdev_s"] == 0.0
     assert row["mean_s"] == row["min_s"] == row["max_s"]
+
+
+@pytest.mark.urllib3_2
+def test_bench_no_micro_skips_the_fixed_length_measurements(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = cli(
+        "bench", "--no-micro", "--repeat", "1", "--concurrency", "1", "--sequential", "0",
+        "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "micro-benchmark" not in proc.stderr  # (the progress lines of the two)
+    assert "start-up cost of" not in proc.stderr + proc.stdout
+    assert "keep-alive:" not in proc.stdout
+    # Said, not silently absent:
+    assert "keep-alive and start-up costs: not measured (--no-micro)" in proc.stdout.splitlines()
+    data = json.loads(out.read_text())
+    assert data["keep_alive_us"] is None
+    assert data["startup_ms"] is None
+    assert data["verdict"].startswith("verdict: shim ")  # the runs themselves still ran
+    assert all(r["failed"] == 0 for r in data["results"])
+    assert len(data["results"]) == len(VARIANTS)
+    assert "--no-micro" in cli("bench", "--help").stdout
 
 
 def test_bench_reports_failed_verification_as_a_failure_not_a_time(
@@ -216,7 +240,12 @@ def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     assert "interrupted: the table shows the runs that finished" in stderr
     assert "Traceback" not in stderr
     assert any(line.split()[:3] == ["stock-verify", "20", "seq"] for line in stdout.splitlines())
-    assert stdout.splitlines()[2].startswith("verdict (PARTIAL: interrupted; of the runs")
+    assert stdout.splitlines()[2] == (
+        "verdict (PARTIAL: interrupted; of the runs that finished): no comparison (no scenario "
+        "has runs of all of stock, shim and floor)"
+    )
+    assert "requests failed" not in stdout
+    assert "FAILED" not in stdout
     assert data["interrupted"] is True
     assert [r["variant"] for r in data["results"]] == ["stock-verify"]
     assert data["keep_alive_us"]["shim_calls_per_request"] == 0  # (measured before the runs)
@@ -227,7 +256,10 @@ def test_bench_stops_cleanly_on_ctrl_c_before_any_run(tmp_path: Path) -> None:
     assert returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "interrupted: the table shows the runs that finished" in stderr
-    assert "verdict (PARTIAL: interrupted; of the runs that finished): no comparison" in stdout
+    assert (
+        "verdict (PARTIAL: interrupted; of the runs that finished): no comparison (no run finished)"
+    ) in stdout.splitlines()
+    assert "requests failed" not in stdout  # (none did: the run was stopped)
     assert data["interrupted"] is True
     assert data["results"] == []
 
@@ -841,8 +873,12 @@ def test_bench_summary_reads_at_a_glance() -> None:
     noisy = [_row(r["variant"], r["scenario"], [r["mean_s"] * f for f in (0.7, 1.0, 1.3)])
              for r in quiet]  # fmt: skip
     assert all(r["noise"] > 5 for r in verdicts(noisy))
-    assert overall([{"line": "x: requests failed; no comparison"}]).startswith(
-        "verdict: no comparison"
+    # No ratio: the verdict names the cause, and claims no failure that did not happen.
+    failed = [{"line": "x: requests failed; no comparison", "failed": True}]
+    assert overall(failed) == "verdict: no comparison (requests failed)"
+    assert overall([], ran=False) == "verdict: no comparison (no run finished)"
+    assert overall([]) == (
+        "verdict: no comparison (no scenario has runs of all of stock, shim and floor)"
     )
 
 
@@ -996,6 +1032,28 @@ def test_bench_names_failed_requests_under_its_verdict(capsys: pytest.CaptureFix
     )
     assert lines[:2] == [out[0], out[1].strip()]
     assert "80 thr, verify: requests failed; no comparison" in lines
+
+
+def test_bench_shows_no_spread_for_a_single_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--repeat 1` (or an interrupted run) has no σ to show: "± 0.000" would read as a
+    perfectly steady measurement."""
+    from _requests_fastssl.cli.table import print_table
+
+    def summary(variant: str, runs: list[float]) -> dict[str, Any]:
+        row = _row(variant, "5 thr", runs)
+        return {**row, "min_s": min(runs), "max_s": max(runs), "per_request_ms": 1.0,
+                "ca_loads": 1, "default_loads": 0, "rss_mean_mb": 30.0, "rss_stdev_mb": 0.0,
+                "server_cpu_share": 0.1}  # fmt: skip
+
+    print_table([summary("stock-verify", [0.5]), summary("shim-verify", [0.1, 0.12])], "test", 1)
+    out = capsys.readouterr().out
+    (one,) = [line.split() for line in out.splitlines() if line.startswith("stock-verify")]
+    assert one[3:5] == ["0.500", "(n=1)"]  # the wall column
+    assert one[8:10] == ["30.0", "(n=1)"]  # the RSS column
+    (two,) = [line.split() for line in out.splitlines() if line.startswith("shim-verify")]
+    assert two[3:6] == ["0.110", "±", "0.014"]
+    assert two[9:12] == ["30.0", "±", "0.0"]  # (two runs of equal peaks: a real 0)
+    assert "± 0.000" not in out
 
 
 def test_a_child_that_fails_is_one_line_not_a_traceback() -> None:

@@ -103,6 +103,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --url: the CA bundle (PEM file) the verify rows trust, e.g. a private CA",
     )
+    bench.add_argument(
+        "--no-micro",
+        action="store_true",
+        help="skip the fixed-length measurements made before the runs (about 50 interpreter "
+        "starts): the keep-alive path's cost and the start-up cost of `import "
+        "requests_fastssl`; the table and the verdict do not use them",
+    )
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     doctor = commands.add_parser(
         "doctor",
