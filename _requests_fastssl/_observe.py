@@ -112,14 +112,25 @@ def activated(wrapped: str) -> None:
         if "logging" in sys.modules and _logger().isEnabledFor(_level()):
             import ssl
 
-            modules = ("requests.__version__", "urllib3")
-            versions = [getattr(sys.modules.get(m), "__version__", "?") for m in modules]
+            versions = [_version("requests"), _version("urllib3")]
             _logger().log(
                 _level(),
-                "requests_fastssl: active in pid %d: wrapped urllib3.connection.%s "
-                "(requests %s, urllib3 %s, %s)",
+                "requests_fastssl: active in pid %d: wrapped urllib3.connection.%s (%s, %s, %s)",
                 *(os.getpid(), wrapped, *versions, ssl.OPENSSL_VERSION),
             )
+
+
+def _version(package: str) -> str:
+    """``package``'s version as far as this process knows it: activation often comes first
+    (the recommended order) or inside urllib3's import, before requests' version module ran,
+    and importing it here would import what the program has not."""
+    for source in (f"{package}.__version__", f"{package}._version", package):
+        version = getattr(sys.modules.get(source), "__version__", None)
+        if isinstance(version, str):
+            return f"{package} {version}"
+    if package in sys.modules:
+        return f"{package} being imported"
+    return f"{package} not imported yet"
 
 
 def warn_unsupported(reason: str) -> None:

@@ -57,6 +57,8 @@ _COLLISIONS: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictiona
 _OWN_MARKER = pytest.StashKey[bool]()
 _SAID = pytest.StashKey[int]()
 _ITEM = pytest.StashKey[contextlib.ExitStack]()
+_BAD_INI = pytest.StashKey[str]()  # an ini value that is no switch, judged once collected
+_INI_HELP = "requests-fastssl on, or off (final)"
 _MARKER = "fastssl: the requests-fastssl shim on for this test"
 _OPTIONS = {
     "--fastssl": ("store_true", "share SSLContexts between connections for the whole session"),
@@ -93,8 +95,8 @@ def _add_options(parser: pytest.Parser) -> None:
             group.addoption(name, action=action, dest="requests_fastssl", default=None, help=text)
     if "fastssl" in getattr(parser, "_inidict", {}):
         collisions.append("ini option fastssl")
-    else:  # (a string read here: a value that is no switch is the project's, not an error)
-        parser.addini("fastssl", "requests-fastssl on, or off (final)", type="string", default=None)
+    else:  # (a string read here: a value that is no switch may be a deeper conftest's key)
+        parser.addini("fastssl", _INI_HELP, type="string", default=None)
 
 
 @pytest.hookimpl(trylast=True)  # (after the project's own pytest_configure hooks)
@@ -108,11 +110,11 @@ def pytest_configure(config: pytest.Config) -> None:
         collisions.append("marker fastssl")
     choice = config.getoption("requests_fastssl", None)
     if choice is None and "ini option fastssl" not in collisions:
-        ini = str(config.getini("fastssl") or "").strip().lower()
-        on, off = _observe.ON_WORDS, _observe.OFF_WORDS[1:]  # (the switches' own words)
+        raw = str(config.getini("fastssl") or "").strip()
+        ini, on, off = raw.lower(), _observe.ON_WORDS, _observe.OFF_WORDS[1:]  # (the switches')
         choice = True if ini in on else False if ini in off else None
-        if choice is None and ini:  # (not a switch: a conftest below the root defines the key)
-            collisions.append("ini option fastssl (not true or false)")
+        if choice is None and ini:  # a typo, unless a conftest below the root defines the key
+            config.stash[_BAD_INI] = raw
     if choice is None:
         return  # nothing asked: not even the registry (it imports ssl) is loaded
     was_wanted, baseline = _install.STATE.wanted, _install.stats()
@@ -136,6 +138,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if config.stash.get(_OWN_MARKER, False) and "fastssl" in names:
         config.stash[_OWN_MARKER] = False
         _COLLISIONS.setdefault(config._parser, []).append("marker fastssl")
+    _judge_ini_value(config)
+
+
+def _judge_ini_value(config: pytest.Config) -> None:
+    """An ini value ``fastssl`` that is no switch: the project's if one of its conftests
+    declared the key since (pytest keeps the last declaration), else a mistake, refused as a
+    bad command-line flag is (a usage error), not taken as either side."""
+    raw = config.stash.get(_BAD_INI, None)
+    if raw is None:
+        return
+    del config.stash[_BAD_INI]
+    declared = getattr(config._parser, "_inidict", {}).get("fastssl")
+    if declared is None or declared[0] != _INI_HELP:
+        _COLLISIONS.setdefault(config._parser, []).append("ini option fastssl (not true or false)")
+        return
+    on, off = "/".join(_observe.ON_WORDS[::-1]), "/".join(_observe.OFF_WORDS[:0:-1])
+    raise pytest.UsageError(
+        f"requests-fastssl: ini option fastssl = {raw!r} is not understood; use {on} (the "
+        f"shim on for the session) or {off} (off, final)"
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -47,6 +47,18 @@ def clean_env(*also: str) -> dict[str, str]:
     }
 
 
+def private_startup(where: Path, sitecustomize: str = "") -> dict[str, str]:
+    """Environment variables for programs whose start-up is what the test wrote: ``where``
+    first on PYTHONPATH, with a sitecustomize.py of ``sitecustomize`` and an empty
+    usercustomize.py (they shadow any the machine has), and no user site. (A .pth file in the
+    interpreter's own site-packages cannot be shadowed without -S; the project's venv has
+    none that imports the shim.)"""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "sitecustomize.py").write_text(sitecustomize)
+    (where / "usercustomize.py").write_text("")
+    return {"PYTHONPATH": str(where), "PYTHONNOUSERSITE": "1"}
+
+
 @dataclass(frozen=True)
 class Client:
     """A client identity on disk: separate cert and key files, and the two in one file."""

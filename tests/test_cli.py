@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PKI, PRELOADED, ROOT, ServerFactory, clean_env, run_python
+from support import PKI, PRELOADED, ROOT, ServerFactory, clean_env, private_startup, run_python
 
 pytestmark = pytest.mark.subprocess  # every test here runs the CLI in a fresh interpreter
 
@@ -39,6 +39,13 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         cwd=ROOT,
         timeout=600,
     )
+
+
+@pytest.fixture(scope="module")
+def shim_on(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of programs that get the shim at start-up (a sitecustomize.py of
+    their own importing it): doctor's healthy case."""
+    return private_startup(tmp_path_factory.mktemp("on"), "import requests_fastssl\n")
 
 
 @pytest.mark.slow
@@ -79,6 +86,8 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     table = {tuple(line.split()[:3]) for line in lines}
     assert ("shim-verify", "3", "seq") in table
     assert ("shim-verify", "2", "thr") in table
+    assert "(n=1)" in proc.stdout  # one run: no spread shown
+    assert "± 0.000" not in proc.stdout
     assert "floor: the least any cache can do" in proc.stdout  # the word is defined
     summary = lines[lines.index("summary") + 1 :]
     verdicts = [line for line in summary if not line.strip().startswith("warning")]
@@ -98,6 +107,28 @@ def test_bench_runs_every_variant_against_its_own_server(tmp_path: Path) -> None
     row = data["results"][0]
     assert row["stdev_s"] == 0.0
     assert row["mean_s"] == row["min_s"] == row["max_s"]
+
+
+@pytest.mark.urllib3_2
+def test_bench_no_micro_skips_the_fixed_length_measurements(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = cli(
+        "bench", "--no-micro", "--repeat", "1", "--concurrency", "1", "--sequential", "0",
+        "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "micro-benchmark" not in proc.stderr  # (the progress lines of the two)
+    assert "start-up cost of" not in proc.stderr + proc.stdout
+    assert "keep-alive:" not in proc.stdout
+    # Said, not silently absent:
+    assert "keep-alive and start-up costs: not measured (--no-micro)" in proc.stdout.splitlines()
+    data = json.loads(out.read_text())
+    assert data["keep_alive_us"] is None
+    assert data["startup_ms"] is None
+    assert data["verdict"].startswith("verdict: shim ")  # the runs themselves still ran
+    assert all(r["failed"] == 0 for r in data["results"])
+    assert len(data["results"]) == len(VARIANTS)
+    assert "--no-micro" in cli("bench", "--help").stdout
 
 
 def test_bench_reports_failed_verification_as_a_failure_not_a_time(
@@ -209,7 +240,12 @@ def test_bench_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     assert "interrupted: the table shows the runs that finished" in stderr
     assert "Traceback" not in stderr
     assert any(line.split()[:3] == ["stock-verify", "20", "seq"] for line in stdout.splitlines())
-    assert stdout.splitlines()[2].startswith("verdict (PARTIAL: interrupted; of the runs")
+    assert stdout.splitlines()[2] == (
+        "verdict (PARTIAL: interrupted; of the runs that finished): no comparison (no scenario "
+        "has runs of all of stock, shim and floor)"
+    )
+    assert "requests failed" not in stdout
+    assert "FAILED" not in stdout
     assert data["interrupted"] is True
     assert [r["variant"] for r in data["results"]] == ["stock-verify"]
     assert data["keep_alive_us"]["shim_calls_per_request"] == 0  # (measured before the runs)
@@ -220,7 +256,10 @@ def test_bench_stops_cleanly_on_ctrl_c_before_any_run(tmp_path: Path) -> None:
     assert returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "interrupted: the table shows the runs that finished" in stderr
-    assert "verdict (PARTIAL: interrupted; of the runs that finished): no comparison" in stdout
+    assert (
+        "verdict (PARTIAL: interrupted; of the runs that finished): no comparison (no run finished)"
+    ) in stdout.splitlines()
+    assert "requests failed" not in stdout  # (none did: the run was stopped)
     assert data["interrupted"] is True
     assert data["results"] == []
 
@@ -253,14 +292,16 @@ def test_bad_input_is_refused_clearly(args: list[str], message: str) -> None:
 
 
 @pytest.mark.urllib3_2
-def test_doctor_reports_versions_status_bundle_cost_and_self_test(pki: PKI) -> None:
-    proc = cli("doctor", env={"REQUESTS_CA_BUNDLE": pki.bundle})
+def test_doctor_reports_versions_status_bundle_cost_and_self_test(
+    pki: PKI, shim_on: dict[str, str]
+) -> None:
+    proc = cli("doctor", env={"REQUESTS_CA_BUNDLE": pki.bundle, **shim_on})
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("requests-fastssl ")
     assert any(line.startswith("OpenSSL ") for line in lines)
     assert any("requests 2." in line and "urllib3 " in line for line in lines)
-    assert "shim in this process: active" in lines
+    assert "  shim in this process: active" in lines
     assert f"trust source for verify=True: {pki.bundle} (from REQUESTS_CA_BUNDLE)" in lines
     # The trust source asked about, measured: one certificate costs little to load.
     assert any(line.startswith("one CA load: ") and "(1 certificate," in line for line in lines)
@@ -268,8 +309,8 @@ def test_doctor_reports_versions_status_bundle_cost_and_self_test(pki: PKI) -> N
     # The self-test's real requests moved the counters: one build, three connections.
     assert any(line.endswith(": 200, 200, 200") for line in lines), lines
     assert (
-        "self-test: 3 connection(s) used shared contexts; 1 context(s) built with 1 CA load(s); "
-        "stock requests would have made 3" in lines
+        "  self-test: 3 connection(s) used shared contexts; 1 context(s) built with 1 CA "
+        "load(s); stock requests would have made 3" in lines
     )
 
 
@@ -325,12 +366,13 @@ def test_console_script_is_declared() -> None:
 
 @pytest.mark.urllib3_2
 def test_doctor_url_says_whether_the_request_shared_and_why_not(
-    pki: PKI, make_server: ServerFactory, tmp_path: Path
+    pki: PKI, make_server: ServerFactory, tmp_path: Path, shim_on: dict[str, str]
 ) -> None:
     server = make_server(client_certs="optional")
     shared = cli(
-        "doctor", "--url", server.url, "--verify", pki.bundle, "--cert", pki.client_a.combined
-    )
+        "doctor", "--url", server.url, "--verify", pki.bundle, "--cert", pki.client_a.combined,
+        env=shim_on,
+    )  # fmt: skip
     assert shared.returncode == 0, shared.stdout + shared.stderr
     assert "self-test" not in shared.stdout  # --url replaces it
     assert "HTTP 200" in shared.stdout
@@ -385,18 +427,20 @@ def test_doctor_url_reports_any_error_the_request_raises(tmp_path: Path) -> None
     assert "request: GET https://127.0.0.1:1/ (verify=True, cert=None): OSError: " in proc.stdout
 
 
-def test_doctor_measures_the_trust_source_it_is_asked_about(tmp_path: Path) -> None:
+def test_doctor_measures_the_trust_source_it_is_asked_about(
+    tmp_path: Path, shim_on: dict[str, str]
+) -> None:
     import certifi
 
-    big = cli("doctor", "--no-self-test", "--verify", certifi.where())
+    big = cli("doctor", "--no-self-test", "--verify", certifi.where(), env=shim_on)
     assert f"trust source for verify={certifi.where()!r}: {certifi.where()} (--verify)" in (
         big.stdout
     )
     assert "verdict: the shim saves about" in big.stdout  # certifi costs milliseconds
-    directory = cli("doctor", "--no-self-test", "--verify", str(tmp_path))
+    directory = cli("doctor", "--no-self-test", "--verify", str(tmp_path), env=shim_on)
     assert "a CA directory is read lazily" in directory.stdout
     assert "verdict: little to gain here" in directory.stdout
-    unverified = cli("doctor", "--no-self-test", "--verify", "false")
+    unverified = cli("doctor", "--no-self-test", "--verify", "false", env=shim_on)
     assert "trust source for verify=False: none checked, but stock loads the system store" in (
         unverified.stdout
     )
@@ -580,11 +624,15 @@ def silent_server() -> Iterator[str]:
         listener.close()
 
 
-def test_doctor_gives_up_on_a_silent_server_after_its_timeout(silent_server: str, pki: PKI) -> None:
-    proc = cli("doctor", "--url", silent_server, "--verify", pki.bundle, "--timeout", "1")
+def test_doctor_gives_up_on_a_silent_server_after_its_timeout(
+    silent_server: str, pki: PKI, shim_on: dict[str, str]
+) -> None:
+    proc = cli(
+        "doctor", "--url", silent_server, "--verify", pki.bundle, "--timeout", "1", env=shim_on
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("request: ")]
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("  request: ")]
     assert "ReadTimeout" in line
     assert "no answer within 1 s" in line
     assert proc.stdout.splitlines()[-1].startswith("result: ")
@@ -617,34 +665,45 @@ def test_doctor_stops_on_a_real_sigint_with_one_line(silent_server: str, pki: PK
     assert err.endswith(": error: interrupted\n")
 
 
-def test_doctor_json_is_one_document_and_its_status_is_the_exit_status() -> None:
+def test_doctor_json_is_one_document_and_its_status_is_the_exit_status(
+    shim_on: dict[str, str],
+) -> None:
     import certifi
 
-    healthy = cli("doctor", "--json", "--no-self-test", "--verify", certifi.where())
+    healthy = cli("doctor", "--json", "--no-self-test", "--verify", certifi.where(), env=shim_on)
     found = json.loads(healthy.stdout)
     assert healthy.returncode == found["exit_status"] == 0, healthy.stdout
     assert found["findings"] == []
     assert found["shim"]["state"] == "active"
+    assert found["programs"]["active"] is found["under_run"]["active"] is True
+    assert found["programs"]["via"] == [f"sitecustomize {shim_on['PYTHONPATH']}/sitecustomize.py"]
     assert found["trust_source"]["ca_load_ms"] > 0
     assert found["trust_source"]["verdict"].startswith("the shim saves about")
-    off = cli("doctor", "--json", "--no-self-test", env={"REQUESTS_FASTSSL_DISABLE": "1"})
+    off = cli(
+        "doctor", "--json", "--no-self-test", env={"REQUESTS_FASTSSL_DISABLE": "1", **shim_on}
+    )
     found = json.loads(off.stdout)
     assert off.returncode == found["exit_status"] == 1
-    assert found["findings"][0].startswith("the shim is not active here (disabled")
+    assert found["programs"]["active"] is False
+    assert found["programs"]["state"] == "disabled"
+    assert found["findings"] == [
+        "your programs would not get the shim (disabled: REQUESTS_FASTSSL_DISABLE=1)",
+        "the shim is not active here (disabled: REQUESTS_FASTSSL_DISABLE=1)",
+    ]
 
 
-def test_doctors_verdict_matches_its_exit_status() -> None:
+def test_doctors_verdict_matches_its_exit_status(shim_on: dict[str, str]) -> None:
     """Disabled: the verdict may not say the shim saves time, and the last line says why 1."""
     import certifi
 
     proc = cli("doctor", "--no-self-test", "--verify", certifi.where(),
-               env={"REQUESTS_FASTSSL_DISABLE": "1"})  # fmt: skip
+               env={"REQUESTS_FASTSSL_DISABLE": "1", **shim_on})  # fmt: skip
     assert proc.returncode == 1
     verdicts = [line for line in proc.stdout.splitlines() if line.startswith("verdict: ")]
     assert verdicts[0].startswith("verdict: the shim would save about")
-    assert "but it is not active in this process" in verdicts[0]
+    assert "but your programs do not get it" in verdicts[0]
     assert proc.stdout.splitlines()[-1].startswith(
-        "result: 1 finding(s): the shim is not active here (disabled"
+        "result: 2 finding(s): your programs would not get the shim (disabled"
     )
 
 
@@ -814,8 +873,12 @@ def test_bench_summary_reads_at_a_glance() -> None:
     noisy = [_row(r["variant"], r["scenario"], [r["mean_s"] * f for f in (0.7, 1.0, 1.3)])
              for r in quiet]  # fmt: skip
     assert all(r["noise"] > 5 for r in verdicts(noisy))
-    assert overall([{"line": "x: requests failed; no comparison"}]).startswith(
-        "verdict: no comparison"
+    # No ratio: the verdict names the cause, and claims no failure that did not happen.
+    failed = [{"line": "x: requests failed; no comparison", "failed": True}]
+    assert overall(failed) == "verdict: no comparison (requests failed)"
+    assert overall([], ran=False) == "verdict: no comparison (no run finished)"
+    assert overall([]) == (
+        "verdict: no comparison (no scenario has runs of all of stock, shim and floor)"
     )
 
 
@@ -876,20 +939,25 @@ def trickling_server(pki: PKI) -> Iterator[str]:
 
 
 def test_doctor_bounds_the_whole_request_not_only_each_read(
-    trickling_server: str, pki: PKI
+    trickling_server: str, pki: PKI, shim_on: dict[str, str]
 ) -> None:
-    proc = cli("doctor", "--url", trickling_server, "--verify", pki.bundle, "--timeout", "1")
+    proc = cli(
+        "doctor", "--url", trickling_server, "--verify", pki.bundle, "--timeout", "1", env=shim_on
+    )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
-    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("request: ")]
+    (line,) = [line for line in proc.stdout.splitlines() if line.startswith("  request: ")]
     assert "no complete answer within 3 s" in line
     assert proc.stdout.splitlines()[-1].endswith("the request did not end in time")
 
 
-def test_doctor_reports_a_trust_source_that_is_not_a_file(tmp_path: Path) -> None:
+def test_doctor_reports_a_trust_source_that_is_not_a_file(
+    tmp_path: Path, shim_on: dict[str, str]
+) -> None:
     fifo = tmp_path / "bundle"
     os.mkfifo(fifo)
-    proc = cli("doctor", "--no-self-test", "--json", env={"REQUESTS_CA_BUNDLE": str(fifo)})
+    env = {"REQUESTS_CA_BUNDLE": str(fifo), **shim_on}
+    proc = cli("doctor", "--no-self-test", "--json", env=env)
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert doc["trust_source"]["error"] == "neither a regular file nor a directory"
@@ -897,8 +965,8 @@ def test_doctor_reports_a_trust_source_that_is_not_a_file(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("value", ["0", "off"])
-def test_doctor_reads_the_kill_switch_as_the_shim_does(value: str) -> None:
-    proc = cli("doctor", "--no-self-test", env={"REQUESTS_FASTSSL_DISABLE": value})
+def test_doctor_reads_the_kill_switch_as_the_shim_does(value: str, shim_on: dict[str, str]) -> None:
+    proc = cli("doctor", "--no-self-test", env={"REQUESTS_FASTSSL_DISABLE": value, **shim_on})
     assert proc.returncode == 0, proc.stdout
     assert "REQUESTS_FASTSSL_DISABLE" not in proc.stdout  # "0" and "off" do not disable
     assert "shim in this process: active" in proc.stdout
@@ -913,7 +981,7 @@ def test_a_closed_output_pipe_ends_the_command_quietly() -> None:
     assert proc.stderr is not None
     proc.stdout.close()  # (the reader is gone before the first line: `| head -0`)
     stderr = proc.stderr.read().decode()
-    assert proc.wait(timeout=120) == 1
+    assert proc.wait(timeout=120) == 141  # (a shell's status for SIGPIPE; 1 is a finding)
     assert "Traceback" not in stderr
     assert "BrokenPipeError" not in stderr
 
@@ -964,6 +1032,28 @@ def test_bench_names_failed_requests_under_its_verdict(capsys: pytest.CaptureFix
     )
     assert lines[:2] == [out[0], out[1].strip()]
     assert "80 thr, verify: requests failed; no comparison" in lines
+
+
+def test_bench_shows_no_spread_for_a_single_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--repeat 1` (or an interrupted run) has no σ to show: "± 0.000" would read as a
+    perfectly steady measurement."""
+    from _requests_fastssl.cli.table import print_table
+
+    def summary(variant: str, runs: list[float]) -> dict[str, Any]:
+        row = _row(variant, "5 thr", runs)
+        return {**row, "min_s": min(runs), "max_s": max(runs), "per_request_ms": 1.0,
+                "ca_loads": 1, "default_loads": 0, "rss_mean_mb": 30.0, "rss_stdev_mb": 0.0,
+                "server_cpu_share": 0.1}  # fmt: skip
+
+    print_table([summary("stock-verify", [0.5]), summary("shim-verify", [0.1, 0.12])], "test", 1)
+    out = capsys.readouterr().out
+    (one,) = [line.split() for line in out.splitlines() if line.startswith("stock-verify")]
+    assert one[3:5] == ["0.500", "(n=1)"]  # the wall column
+    assert one[8:10] == ["30.0", "(n=1)"]  # the RSS column
+    (two,) = [line.split() for line in out.splitlines() if line.startswith("shim-verify")]
+    assert two[3:6] == ["0.110", "±", "0.014"]
+    assert two[9:12] == ["30.0", "±", "0.0"]  # (two runs of equal peaks: a real 0)
+    assert "± 0.000" not in out
 
 
 def test_a_child_that_fails_is_one_line_not_a_traceback() -> None:

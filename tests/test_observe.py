@@ -279,3 +279,35 @@ def test_an_application_logging_at_info_sees_nothing_of_ours_unasked(
     shim = _run(code, {})
     assert shim.returncode == 0
     assert "requests_fastssl" not in shim.stderr  # our lines are DEBUG unless switched on
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        # The README's order: the shim first, so activation comes inside requests' import.
+        ("import requests_fastssl, requests", "requests being imported"),
+        ("import requests_fastssl, urllib3", "requests not imported yet"),  # (boto3's case)
+        ("import requests, requests_fastssl", "requests {requests}"),
+    ],
+    ids=["shim-first", "urllib3-only", "requests-first"],
+)
+def test_the_activation_line_says_what_is_known_of_each_version(code: str, said: str) -> None:
+    import os
+
+    import requests
+    import urllib3
+
+    # -S: no sitecustomize (a machine's may import requests first); this process's path
+    # instead, so the same packages are found.
+    env = {**clean_env(), "REQUESTS_FASTSSL_LOG": "info"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if " active in pid " in line]
+    versions = line.split(" (", 1)[1]
+    expected = said.format(requests=requests.__version__)  # type: ignore[attr-defined]
+    urllib3_version = urllib3.__version__  # type: ignore[attr-defined]
+    assert versions.startswith(f"{expected}, urllib3 {urllib3_version}, "), line
+    assert "?" not in versions, line  # a module not imported yet is no unknown version

@@ -1,13 +1,15 @@
 """The package as a user gets it: built into a wheel and an sdist that twine accepts,
-installed quietly (from the wheel, the source tree, a git URL) into a fresh virtual
-environment, where it works. Needs the package index (the fresh environment installs
-requests, urllib3, certifi and wrapt from it)."""
+installed quietly (from the wheel, the source tree, a git URL, and editable with the newest
+pip as the README's test command does) into a fresh virtual environment, where it works.
+Needs the package index (the fresh environment installs requests, urllib3, certifi and wrapt
+from it)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,33 @@ def test_build_makes_a_wheel_and_an_sdist_twine_accepts(dist: Path) -> None:
     assert check.stdout.count("PASSED") == 2
 
 
+def test_the_wheel_holds_both_packages_whole_and_the_entry_points(dist: Path, source: Path) -> None:
+    """Every file of the two packages, bootstrap/ (no __init__.py) and py.typed included,
+    nothing else beside the metadata; the licence, the command and the pytest plugin."""
+    with zipfile.ZipFile(next(dist.glob("*.whl"))) as wheel:
+        names = set(wheel.namelist())
+        info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        entry_points = wheel.read(f"{info}/entry_points.txt").decode()
+    tree = {
+        path.relative_to(source).as_posix()
+        for package in ("requests_fastssl", "_requests_fastssl")
+        for path in (source / package).rglob("*")
+        if path.is_file()
+    }
+    assert {n for n in names if not n.startswith(f"{info}/")} == tree
+    for member in (
+        "requests_fastssl/py.typed",
+        "_requests_fastssl/py.typed",
+        "_requests_fastssl/bootstrap/sitecustomize.py",
+        "_requests_fastssl/_layouts.py",
+        "_requests_fastssl/cli/__init__.py",
+        f"{info}/licenses/LICENSE",
+    ):
+        assert member in names
+    assert "requests-fastssl = _requests_fastssl.cli:main" in entry_points
+    assert "[pytest11]\nrequests_fastssl = _requests_fastssl.pytest_plugin" in entry_points
+
+
 @pytest.mark.parametrize("how", ["wheel", "path", "git"])
 def test_a_fresh_venv_installs_it_quietly_and_it_works(
     dist: Path, source: Path, tmp_path: Path, how: str
@@ -106,7 +135,7 @@ def test_a_fresh_venv_installs_it_quietly_and_it_works(
         env=_env(),
         timeout=600,
     )
-    assert _quiet(install) == []  # nothing at -q: no setuptools warning, no chatter
+    assert _quiet(install) == []  # nothing at -q: no build backend warning, no chatter
     doctor = subprocess.run(
         [python, "-m", "requests_fastssl", "doctor"],
         capture_output=True,
@@ -115,8 +144,21 @@ def test_a_fresh_venv_installs_it_quietly_and_it_works(
         cwd=tmp_path,  # not the checkout: the installed package only
         timeout=120,
     )
-    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert "shim in this process: active" in doctor.stdout
+    # Nothing in a fresh venv turns the shim on at start-up: doctor says so, apart from its own
+    # process (where it imported the shim itself); under `run` the programs get it.
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert doctor.stdout.splitlines()[-1] == (
+        "result: 1 finding(s): your programs would not get the shim (nothing turns it on at "
+        "start-up)"
+    )
+    assert "  shim in this process: active" in doctor.stdout
+    under_run = subprocess.run(
+        [python, "-m", "requests_fastssl", "run", "--", python, "-m", "requests_fastssl",
+         "doctor", "--no-self-test"],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert under_run.returncode == 0, under_run.stdout + under_run.stderr
+    assert "  active, via run's start-up hook (" in under_run.stdout
     # trustme is not a run-time dependency: the self-test says what to install, by a name
     # that exists on the package index.
     assert "self-test: not run, it needs trustme: pip install trustme" in doctor.stdout
@@ -134,3 +176,49 @@ def test_a_fresh_venv_installs_it_quietly_and_it_works(
         bench.stderr
     )
     assert "Traceback" not in bench.stderr
+
+
+def test_an_editable_install_is_quiet_and_runs_the_checkout(source: Path, tmp_path: Path) -> None:
+    """The README's test set-up in miniature: the newest pip, then ``pip install -q -e``. What
+    runs is the checkout, through ``run``'s start-up hook, and through the pytest plugin's
+    entry point in a session where any warning is an error (as in this project's)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    for args in (["-U", "pip"], ["-e", str(source), "pytest"]):
+        install = subprocess.run(
+            [python, "-m", "pip", "install", "-q", *args],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=600,
+        )
+        assert _quiet(install) == []
+    elsewhere = tmp_path / "elsewhere"  # (not the checkout: its directory would be on sys.path)
+    elsewhere.mkdir()
+
+    def child(*argv: str) -> subprocess.CompletedProcess[str]:
+        env = _env()
+        env.pop("PYTHONPATH", None)
+        return subprocess.run(
+            [python, *argv], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=120
+        )
+
+    code = (
+        "import sys, urllib3, requests_fastssl\n"
+        "print(sys.modules['sitecustomize'].__file__)\n"
+        "print(requests_fastssl.__file__, requests_fastssl.status().state.value)\n"
+    )
+    proc = child("-m", "requests_fastssl", "run", "--", python, "-c", code)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    hook, package = proc.stdout.splitlines()
+    assert hook == str(source / "_requests_fastssl" / "bootstrap" / "sitecustomize.py")
+    assert package == f"{source / 'requests_fastssl' / '__init__.py'} active"
+
+    (elsewhere / "test_it.py").write_text(
+        "def test_it(fastssl):\n    assert fastssl.status().state.value == 'active'\n"
+    )
+    tests = child("-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", "test_it.py")
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "1 passed" in tests.stdout
+    assert "warning" not in (tests.stdout + tests.stderr).lower()

@@ -376,3 +376,22 @@ def test_an_ini_key_of_a_conftest_below_the_root_is_not_read_as_a_switch(
     result.assert_outcomes(passed=4)
     assert states(result) == row(NONE, ON, ON, NONE)
     assert any("ini option fastssl (not true or false)" in line for line in result.outlines)
+
+
+@pytest.mark.parametrize("value", ["of", "enabled", "Ture"])
+def test_an_ini_value_that_is_no_switch_is_refused_as_a_bad_flag_is(
+    pytester: pytest.Pytester, value: str
+) -> None:
+    """A typo in the ini value is a usage error naming the value and the accepted words,
+    as a mistyped flag is; not "this project defines its own ini option", and neither side."""
+    pytester.makeini(f"[pytest]\nfastssl = {value}\n")
+    pytester.makepyfile(test_inner=INNER)
+    result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
+    flag = pytester.runpytest_subprocess("-p", "no:randomly", "--fastsl")  # (a mistyped flag)
+    assert result.ret == flag.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.errlines if line.strip()] == [
+        f"ERROR: requests-fastssl: ini option fastssl = {value!r} is not understood; use "
+        "on/yes/true/1 (the shim on for the session) or off/no/false/0 (off, final)"
+    ]
+    assert states(result) == {}  # no test ran
+    assert "defines its own" not in result.stdout.str()

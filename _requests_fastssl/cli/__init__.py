@@ -5,7 +5,10 @@
 - ``output``: the program name, the error line, versions and machine facts
 - ``bench``: the benchmark's orchestration; ``engine``: its plan and runs; ``child``: what
   runs in each fresh interpreter; ``table``: the printed table and verdicts
-- ``doctor``: the diagnosis; ``run``: the command with the shim in every Python it starts
+- ``doctor``: the diagnosis; ``programs``: its question, whether the user's programs get the
+  shim, asked of fresh interpreters; ``pytest_here``: the same for pytest; ``request``: its
+  ``--url`` request; ``report``: its lines, JSON and exit status
+- ``run``: the command with the shim in every Python it starts
 - ``server``: the embedded HTTPS server; ``pki``: the throw-away CA and certifi-plus bundle;
   ``loads``: the one counter of CA loads (benchmarks and tests)
 

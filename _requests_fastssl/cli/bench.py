@@ -131,10 +131,11 @@ def bench(args: argparse.Namespace) -> int:
         try:
             # The fixed-length parts first, so that the time left shown during the runs,
             # estimated from the runs themselves, is the time left.
-            progress("micro-benchmark of the keep-alive path (about 6 interpreter runs)")
-            overhead = micro(url, bundle)
-            progress("start-up cost of the activation line (about 40 interpreter starts)")
-            startup = startup_cost()
+            if not args.no_micro:
+                progress("micro-benchmark of the keep-alive path (about 6 interpreter runs)")
+                overhead = micro(url, bundle)
+                progress("start-up cost of the activation line (about 40 interpreter starts)")
+                startup = startup_cost()
             results = run_plan(plan, server_cpu=time.process_time, progress=progress)
         except Interrupted as stop:
             results, interrupted = stop.results, True
@@ -167,6 +168,8 @@ def bench(args: argparse.Namespace) -> int:
             f"{startup['added']:+.1f} ms ({startup['activated']:.1f} ms vs {startup['bare']:.1f} "
             "ms for `python -c pass`, best of 20 alternating)"
         )
+    if args.no_micro:  # (said, so that their absence is not read as a failure)
+        print("keep-alive and start-up costs: not measured (--no-micro)")
     if args.json:
         report = {
             "command": " ".join(["python -m requests_fastssl", *sys.argv[1:]]),

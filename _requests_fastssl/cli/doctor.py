@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import platform
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
 from .modes import activation_modes
 from .output import certificates, trust_for_verify_true, versions
+from .programs import your_programs
 from .report import Report, advice
 
 __all__ = ["doctor"]
@@ -19,8 +19,6 @@ __all__ = ["doctor"]
 # Below this, a load is a small part of a new connection's cost (a handshake on loopback
 # alone is about 1 ms): the shim saves little.
 LITTLE_MS = 2.0
-# doctor --url reads this much of the answer at most: it needs the status, not the body.
-BODY_LIMIT = 64 * 1024
 
 
 def doctor(
@@ -52,24 +50,33 @@ def doctor(
     out.say("activation modes in effect:", "activation_modes", modes)
     for line in modes:
         out.say(f"  {line}")
+    programs_active = your_programs(out)
+    _trust_source(out, verify, programs_active)
+    part = "self-test in" if self_test else "the request from" if request else "doctor's shim in"
+    out.say(
+        f"{part} this process (doctor activated the shim itself, to test it: not what your "
+        "programs get, said above):"
+    )
+    out.indent = "  "
     status = requests_fastssl.status()
-    # This process imported requests_fastssl to run doctor, as a start-up line would.
     active = status.state.value == "active"
     state = {"state": status.state.value, "reason": status.reason}
     out.say(f"shim in this process: {status}", "shim", state)
     if not active:
         out.finding(f"the shim is not active here ({status})")
-    _trust_source(out, verify, active)
     if self_test:
         _self_test(out, active, timeout)
     if request is not None:
-        _one_request(out, request, active, timeout)
+        from .request import one_request
+
+        one_request(out, request, active, timeout)
     return out.end()
 
 
 def _trust_source(out: Report, verify: Any, active: bool) -> None:
     """Say what the trust source for ``verify`` is, what stock pays to load it per new
-    connection, and whether the shim has much to gain (a finding if it cannot be loaded)."""
+    connection, and whether the shim has much to gain (a finding if it cannot be loaded);
+    ``active``: whether the user's programs get the shim."""
     import ssl
 
     from .engine import ca_load_ms
@@ -139,88 +146,9 @@ def _trust_source(out: Report, verify: Any, active: bool) -> None:
     else:
         facts["verdict"] = (
             f"the shim would save about {cost:.0f} ms of CPU per new connection after the "
-            "first, but it is not active in this process (see above)"
+            "first, but your programs do not get it (see above)"
         )
     out.say(f"verdict: {facts['verdict']}")
-
-
-def _one_request(out: Report, request: dict[str, Any], active: bool, timeout: float) -> None:
-    """doctor --url: one GET on a new connection, and what the shim did for it."""
-    import requests
-
-    import requests_fastssl
-
-    url = request["url"]
-    shown = ", ".join(f"{k}={v!r}" for k, v in request.items() if k != "url")
-    facts: dict[str, Any] = {"url": url, "verify": request["verify"], "cert": request["cert"]}
-    out.doc["request"] = facts
-    before = requests_fastssl.stats()
-    done: list[Any] = []
-
-    def get() -> None:
-        try:
-            with requests.Session() as session:
-                response = session.get(
-                    url, verify=request["verify"], cert=request["cert"], timeout=timeout,
-                    stream=True,
-                )  # fmt: skip
-                with response:  # (a bounded read: a body that never ends is not waited for)
-                    response.raw.read(BODY_LIMIT, decode_content=False)
-            done.append(response)
-        except Exception as exc:  # (requests raises more than RequestException: OSError, ...)
-            done.append(exc)
-
-    # requests' timeout bounds each read, not the whole answer: a server trickling a byte
-    # at a time never trips it. The request runs in a thread of its own, waited for at most
-    # three times --timeout (connecting, the handshake, the answer); left behind, it ends
-    # with the process.
-    worker = threading.Thread(target=get, name="requests-fastssl-doctor", daemon=True)
-    worker.start()
-    worker.join(3 * timeout)
-    if not done:
-        hint = "the server answers too slowly, or never stops; --timeout waits longer"
-        facts.update(error=f"no complete answer within {3 * timeout:g} s", advice=hint)
-        out.say(f"request: GET {url} ({shown}): {facts['error']}; try: {hint}")
-        out.finding("the request did not end in time")
-    elif isinstance(done[0], Exception):
-        exc = done[0]
-        hint = advice(exc, timeout)
-        facts.update(error=f"{type(exc).__name__}: {exc}", advice=hint)
-        out.say(f"request: GET {url} ({shown}): {type(exc).__name__}: {exc}; try: {hint}")
-        out.finding(f"the request failed ({type(exc).__name__})")
-    else:
-        facts["status"] = done[0].status_code
-        out.say(f"request: GET {url} ({shown}): HTTP {done[0].status_code}")
-    delta = requests_fastssl.stats().since(before)
-    if not active:
-        facts["shared"] = False
-        out.say("shared: no, the shim is off in this process (see above); stock requests ran")
-        return
-    reasons = dict(delta.step_aside_reasons)
-    facts.update(shared=bool(delta.connections), step_aside_reasons=reasons)
-    if reasons:
-        from _requests_fastssl._policy import Reason
-
-        texts = {reason.code: reason.text for reason in Reason}
-        for code in reasons:
-            why = texts.get(code, "see docs/design.md, step-aside rules")
-            out.say(f"shared: no, left to stock requests ({code}): {why}")
-    elif delta.connections:
-        built = (
-            f"built now, with {delta.ca_loads} CA load(s)"
-            if delta.contexts_built
-            else "one built earlier in this process"
-        )
-        out.say(
-            f"shared: yes, {delta.connections} TLS connection(s) used a shared context ({built})"
-        )
-    elif delta.build_failures:
-        out.say(
-            "shared: no, building its context raised stock's own error (the request raised it, "
-            "as stock requests does); fix the files"
-        )
-    else:
-        out.say("shared: no TLS connection was made (the request failed before, or was not HTTPS)")
 
 
 def _self_test(out: Report, active: bool, timeout: float) -> None:

@@ -103,13 +103,25 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with --url: the CA bundle (PEM file) the verify rows trust, e.g. a private CA",
     )
+    bench.add_argument(
+        "--no-micro",
+        action="store_true",
+        help="skip the fixed-length measurements made before the runs (about 50 interpreter "
+        "starts): the keep-alive path's cost and the start-up cost of `import "
+        "requests_fastssl`; the table and the verdict do not use them",
+    )
     bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     doctor = commands.add_parser(
         "doctor",
-        help="versions, activation modes, the trust source and its cost, and a self-test",
-        description="Exit status: 0 healthy; 1 a finding (the shim is not active, the trust "
-        "source cannot be loaded, the self-test fails, or the --url request raises), named by "
-        "the last line; 2 bad arguments; 130 interrupted (Ctrl-C).",
+        help="whether your programs get the shim (asked of a fresh interpreter of this "
+        "environment), versions, the trust source and its cost, and a self-test",
+        description="Whether the shim will be active in your programs is asked of a fresh "
+        "interpreter of this executable and environment, apart from doctor's own process, "
+        "which activates the shim itself for its self-test. Exit status: 0 healthy; 1 a "
+        "finding (your programs would not get the shim, it is not active in doctor's own "
+        "process, the trust source cannot be loaded, the self-test fails, or the --url request "
+        "raises), named by the last line; 2 bad arguments; 130 interrupted (Ctrl-C); 141 the "
+        "reader of the output went away (`| head`), as for a command ended by SIGPIPE.",
     )
     doctor.add_argument(
         "--timeout",
@@ -197,9 +209,8 @@ def _doctor_request(
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: the subcommand's exit status; 2 for bad arguments (argparse's, with
-    the subcommand's usage); 130, after one line, for Ctrl-C."""
-    import sys
-
+    the subcommand's usage); 130, after one line, for Ctrl-C; 141 when the reader of the
+    output went away."""
     from .output import error
 
     try:
@@ -208,10 +219,33 @@ def main(argv: list[str] | None = None) -> int:
         error("interrupted")
         return 130
     except BrokenPipeError:
-        # The reader went away (`| head`, a tee killed by the same Ctrl-C): nothing more can be
-        # shown; stdout is pointed at /dev/null so that the exit's flush does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        # The reader went away (`| head -2`, a tee killed by the same Ctrl-C): nothing more can
+        # be shown, and nothing was found wrong. As Python's docs advise, the stream is pointed
+        # at /dev/null so that the exit's flush does not fail again; the status is a shell's
+        # for a command ended by SIGPIPE (128 + 13), as `yes | head` gives: never 1, a finding.
+        gone = _closed_pipes()
+        if not gone:
+            raise  # (another pipe broke: a failure, not the reader leaving)
+        for fd in gone:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+        return 141
+
+
+def _closed_pipes() -> list[int]:
+    """Which of stdout and stderr are pipes whose reader is gone (poll says POLLERR)."""
+    import select
+    import sys
+
+    gone = []
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            poller = select.poll()
+            poller.register(stream.fileno(), select.POLLOUT)
+            if any(events & select.POLLERR for _, events in poller.poll(0)):
+                gone.append(stream.fileno())
+        except (OSError, ValueError, AttributeError):  # (closed, or no descriptor)
+            continue
+    return gone
 
 
 def _main(argv: list[str] | None) -> int:

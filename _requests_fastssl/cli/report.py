@@ -18,28 +18,28 @@ class Report:
         self.doc: dict[str, Any] = {}
         self.findings: list[str] = []
         self.skipped: list[str] = []  # checks not run: the verdict must not claim them
+        self.indent = ""  # the lines of a part, under its heading (the JSON has no indent)
 
     def say(self, text: str, key: str | None = None, value: Any = None) -> None:
         if key is not None:
             self.doc[key] = text if value is None else value
         if not self.as_json:
-            print(text, flush=True)
+            print(self.indent + text, flush=True)
 
     def finding(self, text: str) -> None:
         self.findings.append(text)
 
     def end(self) -> int:
-        status = 1 if self.findings else 0
+        status, self.indent = 1 if self.findings else 0, ""
         if self.findings:
             verdict = f"result: {len(self.findings)} finding(s): " + "; ".join(self.findings)
         elif self.skipped:
             verdict = (
-                "result: healthy: the shim is active and every check that ran passed (not run: "
-                + "; ".join(self.skipped)
-                + ")"
+                "result: healthy: your programs get the shim and every check that ran passed "
+                "(not run: " + "; ".join(self.skipped) + ")"
             )
         else:
-            verdict = "result: healthy: the shim is active and every check passed"
+            verdict = "result: healthy: your programs get the shim and every check passed"
         self.doc.update(findings=self.findings, skipped=self.skipped, exit_status=status)
         self.say(verdict, "result", verdict.removeprefix("result: "))
         if self.as_json:

@@ -5,16 +5,29 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Mapping
 
 from .output import error, program
 
-__all__ = ["bootstrap_dir", "run"]
+__all__ = ["bootstrap_dir", "run", "run_env"]
 
 
 def bootstrap_dir() -> str:
     """The directory whose sitecustomize.py activates the shim at interpreter start-up."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # _requests_fastssl/
     return os.path.join(package, "bootstrap")
+
+
+def run_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` as ``run`` hands it to the command: its start-up hook first on PYTHONPATH
+    (doctor asks a fresh interpreter started so)."""
+    env = dict(environ)
+    here = bootstrap_dir()
+    # Empty entries stay: they mean the current directory. Ours goes first, once.
+    given = env.get("PYTHONPATH", "")
+    entries = [p for p in given.split(os.pathsep) if p != here] if given else []
+    env["PYTHONPATH"] = os.pathsep.join([here, *entries])
+    return env
 
 
 def _resolve(name: str) -> tuple[str | None, int, str]:
@@ -55,12 +68,7 @@ def run(command: list[str], *, report: bool = False) -> int:
     if executable is None:
         error(why)
         return status
-    env = os.environ.copy()
-    here = bootstrap_dir()
-    # Empty entries stay: they mean the current directory. Ours goes first, once.
-    given = env.get("PYTHONPATH", "")
-    entries = [p for p in given.split(os.pathsep) if p != here] if given else []
-    env["PYTHONPATH"] = os.pathsep.join([here, *entries])
+    env = run_env(os.environ)
     if report:
         env["REQUESTS_FASTSSL_REPORT"] = "1"
     try:

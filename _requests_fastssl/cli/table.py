@@ -12,9 +12,10 @@ __all__ = ["faster", "overall", "print_table", "verdicts"]
 LEGEND = """\
 stock: requests as installed; shim: with requests_fastssl; floor: the least any cache can do
 (stock's context built once per run, in the timed window, handed to urllib3 by an adapter).
-N thr: N threads, one GET each; N seq: N GETs in a row. wall: mean ± σ of the timed runs; the
-summary: ratios of means ± their standard error. CA loads: counted in the warm-up run. RSS: the
-client's peak, mean ± σ. srv CPU: server CPU / wall. failed: over all runs (then no ratio)."""
+N thr: N threads, one GET each; N seq: N GETs in a row. wall: mean ± σ of the timed runs (one
+run: "(n=1)", no σ); the summary: ratios of means ± their standard error. CA loads: counted in
+the warm-up run. RSS: the client's peak, mean ± σ. srv CPU: server CPU / wall. failed: over all
+runs (then no ratio)."""
 
 
 def print_table(
@@ -28,7 +29,7 @@ def print_table(
     """Prints the results; returns the verdict line and the summary lines (for the JSON).
     ``partial``: why the run stopped early; ``failure``: what was not timed, and why."""
     rows = verdicts(summaries)
-    line = overall(rows)  # (the one line to read first)
+    line = overall(rows, ran=bool(summaries))  # (the one line to read first)
     if partial is not None:
         line = line.replace("verdict:", f"verdict (PARTIAL: {partial}; of the runs that finished):")
     print(line)
@@ -51,9 +52,11 @@ def print_table(
     print("-" * len(header))
     for s in summaries:
         loads = s["ca_loads"] + s["default_loads"]
-        wall = f"{s['mean_s']:.3f} ± {s['stdev_s']:.3f}"
+        # One run has no spread: "± 0.000" would claim a perfectly steady one.
+        one = len(s["runs"]) < 2
+        wall = f"{s['mean_s']:.3f} " + ("(n=1)" if one else f"± {s['stdev_s']:.3f}")
         spread = f"{s['min_s']:.3f}…{s['max_s']:.3f}"
-        rss = f"{s['rss_mean_mb']:.1f} ± {s['rss_stdev_mb']:.1f}"
+        rss = f"{s['rss_mean_mb']:.1f} " + ("(n=1)" if one else f"± {s['rss_stdev_mb']:.1f}")
         print(
             f"{s['variant']:<15} {s['scenario']:>8} {wall:>19} {spread:>13} "
             f"{s['per_request_ms']:>7.2f} {loads:>9g} {rss:>12} "
@@ -84,11 +87,18 @@ def faster(ratio: float, digits: int = 2) -> str:
     return f"{ratio:.{digits}f}x faster" if ratio >= 1 else f"{1 / ratio:.{digits}f}x slower"
 
 
-def overall(rows: list[dict[str, Any]]) -> str:
-    """The verdict at a glance, from the comparisons with a ratio."""
+def overall(rows: list[dict[str, Any]], *, ran: bool = True) -> str:
+    """The verdict at a glance, from the comparisons with a ratio; ``ran``: whether any run
+    finished (a run stopped early may have none, and that is no failure)."""
     rated = [row for row in rows if "speed" in row]
     if not rated:
-        return "verdict: no comparison (requests failed, or a variant did not run)"
+        if any(row.get("failed") for row in rows):
+            why = "requests failed"
+        elif not ran:
+            why = "no run finished"
+        else:
+            why = "no scenario has runs of all of stock, shim and floor"
+        return f"verdict: no comparison ({why})"
     speeds = sorted(row["speed"] for row in rated)
     # (one request per process is the cold start, reported on its own line, not a floor figure)
     offs = sorted(row["off"] for row in rated if not row.get("cold")) or sorted(
@@ -157,7 +167,7 @@ def verdicts(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         label = f"{s['scenario']}, {verify}:"
         if shim["failed"] or stock["failed"] or floor["failed"]:
-            out.append({"line": f"{label} requests failed; no comparison"})
+            out.append({"line": f"{label} requests failed; no comparison", "failed": True})
             continue
         speed, speed_se = _ratio(stock, shim)
         _slow, slow_se = _ratio(shim, floor)
