@@ -30,7 +30,7 @@ LEGACY = sys.version_info < (3, 12)  # (3.12 asks no finder without find_spec, s
 # runs the hook once the module is loaded. The hook pins the server's certificate on urllib3's
 # TLS set-up, to a fingerprint the server's does not have: every connection must fail.
 LEGACY_PIN = """
-import functools, importlib.util, sys, warnings
+import functools, importlib.util, re, sys, warnings  # (re: filterwarnings imports it later)
 
 class ChainedLoader:
     def __init__(self, loader):
