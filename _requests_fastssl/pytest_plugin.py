@@ -57,8 +57,7 @@ _COLLISIONS: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictiona
 _OWN_MARKER = pytest.StashKey[bool]()
 _SAID = pytest.StashKey[int]()
 _ITEM = pytest.StashKey[contextlib.ExitStack]()
-_BAD_INI = pytest.StashKey[str]()  # an ini value that is no switch, judged once collected
-_INI_HELP = "requests-fastssl on, or off (final)"
+_BAD_INI = pytest.StashKey[str]()  # an ini value that is no switch: said, and off
 _MARKER = "fastssl: the requests-fastssl shim on for this test"
 _OPTIONS = {
     "--fastssl": ("store_true", "share SSLContexts between connections for the whole session"),
@@ -96,7 +95,7 @@ def _add_options(parser: pytest.Parser) -> None:
     if "fastssl" in getattr(parser, "_inidict", {}):
         collisions.append("ini option fastssl")
     else:  # (a string read here: a value that is no switch may be a deeper conftest's key)
-        parser.addini("fastssl", _INI_HELP, type="string", default=None)
+        parser.addini("fastssl", "requests-fastssl on, or off (final)", type="string", default=None)
 
 
 @pytest.hookimpl(trylast=True)  # (after the project's own pytest_configure hooks)
@@ -138,26 +137,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if config.stash.get(_OWN_MARKER, False) and "fastssl" in names:
         config.stash[_OWN_MARKER] = False
         _COLLISIONS.setdefault(config._parser, []).append("marker fastssl")
-    _judge_ini_value(config)
-
-
-def _judge_ini_value(config: pytest.Config) -> None:
-    """An ini value ``fastssl`` that is no switch: the project's if one of its conftests
-    declared the key since (pytest keeps the last declaration), else a mistake, refused as a
-    bad command-line flag is (a usage error), not taken as either side."""
-    raw = config.stash.get(_BAD_INI, None)
-    if raw is None:
-        return
-    del config.stash[_BAD_INI]
-    declared = getattr(config._parser, "_inidict", {}).get("fastssl")
-    if declared is None or declared[0] != _INI_HELP:
-        _COLLISIONS.setdefault(config._parser, []).append("ini option fastssl (not true or false)")
-        return
-    on, off = "/".join(_observe.ON_WORDS[::-1]), "/".join(_observe.OFF_WORDS[:0:-1])
-    raise pytest.UsageError(
-        f"requests-fastssl: ini option fastssl = {raw!r} is not understood; use {on} (the "
-        f"shim on for the session) or {off} (off, final)"
-    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -168,10 +147,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def _notice(config: pytest.Config) -> list[str]:
     collisions = _COLLISIONS.get(config._parser, [])
     said, config.stash[_SAID] = ", ".join(collisions[config.stash.get(_SAID, 0) :]), len(collisions)
-    return [
+    lines = [
         f"requests-fastssl warning: this project defines its own {said}; the plugin leaves it "
         "to the project (the fastssl fixture still works)"
     ][: bool(said)]
+    raw = config.stash.get(_BAD_INI, None)
+    if raw is not None:  # (a header line, not a warning: filterwarnings=error would stop pytest)
+        del config.stash[_BAD_INI]
+        on, off = "/".join(_observe.ON_WORDS[::-1]), "/".join(_observe.OFF_WORDS[:0:-1])
+        lines.append(
+            f"requests-fastssl warning: ini option fastssl = {raw!r} is not a switch ({on} or "
+            f"{off}); the plugin stays off (unless a conftest declares its own fastssl key)"
+        )
+    return lines
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -375,23 +375,27 @@ def test_an_ini_key_of_a_conftest_below_the_root_is_not_read_as_a_switch(
     result = pytester.runpytest_subprocess("-s")
     result.assert_outcomes(passed=4)
     assert states(result) == row(NONE, ON, ON, NONE)
-    assert any("ini option fastssl (not true or false)" in line for line in result.outlines)
+    notice = "ini option fastssl = 'certs/fast.pem' is not a switch"
+    assert sum(notice in line for line in result.outlines) == 1
 
 
 @pytest.mark.parametrize("value", ["of", "enabled", "Ture"])
-def test_an_ini_value_that_is_no_switch_is_refused_as_a_bad_flag_is(
+def test_an_ini_value_that_is_no_switch_is_said_and_leaves_the_plugin_off(
     pytester: pytest.Pytester, value: str
 ) -> None:
-    """A typo in the ini value is a usage error naming the value and the accepted words,
-    as a mistyped flag is; not "this project defines its own ini option", and neither side."""
+    """A typo in the ini value is named in the header, with the accepted words, and the plugin
+    stays off; not "this project defines its own ini option". Not an error: a conftest below
+    the root, read only once collection reaches it, may declare the key (then the value is
+    the project's), and a usage error raised then breaks pytest-xdist and makes the outcome
+    depend on which tests are selected."""
     pytester.makeini(f"[pytest]\nfastssl = {value}\n")
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest_subprocess("-s", "-p", "no:randomly")
-    flag = pytester.runpytest_subprocess("-p", "no:randomly", "--fastsl")  # (a mistyped flag)
-    assert result.ret == flag.ret == pytest.ExitCode.USAGE_ERROR
-    assert [line for line in result.errlines if line.strip()] == [
-        f"ERROR: requests-fastssl: ini option fastssl = {value!r} is not understood; use "
-        "on/yes/true/1 (the shim on for the session) or off/no/false/0 (off, final)"
+    result.assert_outcomes(passed=4)
+    assert states(result) == row(NONE, ON, ON, NONE)
+    said = [line for line in result.outlines if "requests-fastssl warning" in line]
+    assert said == [
+        f"requests-fastssl warning: ini option fastssl = {value!r} is not a switch "
+        "(on/yes/true/1 or off/no/false/0); the plugin stays off (unless a conftest declares "
+        "its own fastssl key)"
     ]
-    assert states(result) == {}  # no test ran
-    assert "defines its own" not in result.stdout.str()
