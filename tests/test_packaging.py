@@ -87,6 +87,12 @@ def test_build_makes_a_wheel_and_an_sdist_twine_accepts(dist: Path) -> None:
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.count("PASSED") == 2
+    # The sdist's tests run from it: their fixtures (the root conftest) and the files they read.
+    import tarfile
+
+    with tarfile.open(sdists[0]) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert {"conftest.py", "tests/support.py", "docs/design.md", "tools/constraints.txt"} <= names
 
 
 def test_the_wheel_holds_both_packages_whole_and_the_entry_points(dist: Path, source: Path) -> None:
