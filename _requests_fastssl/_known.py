@@ -131,9 +131,10 @@ def _block(source: str, first_line: int, name: str) -> tuple[str, list[str]] | N
 def _laid_out(
     source: str, code: types.CodeType, namespace: dict[str, Any]
 ) -> tuple[str, list[str]] | None:
-    """The fingerprint of a block whose text is, byte for byte, a released one of a tabled
-    variant (``_layouts``), and its lines: no tokenizing, which costs a first connection ms on
-    3.11. None for any other text: the tokens decide."""
+    """The fingerprint of a block whose lines from the first are, byte for byte, a released
+    one of a tabled variant (``_layouts``), and those lines: no tokenizing (ms on 3.11). The
+    caller compiles them and compares with the live code, as for tokens. None: the tokens
+    decide."""
     from ._layouts import LAYOUTS
 
     layouts = LAYOUTS.get(f"{namespace.get('__name__')}.{code.co_name}", {})
