@@ -5,8 +5,11 @@ Also: a closed output pipe is no finding, and ``--verify false`` prints no urlli
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +243,82 @@ def test_verify_false_prints_no_insecure_request_warning(
     ) in proc.stdout.splitlines()
     (line,) = [line for line in proc.stdout.splitlines() if line.startswith("  request: GET ")]
     assert line.endswith(": HTTP 200")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that runs (not a zombie, whose parent has yet to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# A start-up file that leaves a long-lived child running, as an agent's launcher does (in
+# the fresh interpreters only: doctor starts with -m, they with -c), and says which.
+LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "if sys.argv[:1] == ['-c']:\n"
+    "    child = subprocess.Popen(['sleep', '30'])\n"
+    "    with open(os.environ['DOCTOR_TEST_PIDS'], 'a') as f:\n"
+    "        f.write(f'{child.pid}\\n')\n"
+)
+
+
+def test_a_child_a_start_up_file_leaves_running_does_not_hold_doctor(tmp_path: Path) -> None:
+    """The child inherits the fresh interpreter's output: doctor waits for the interpreter,
+    not for that output to close, and takes its answer at once (it would otherwise wait out
+    the child, or say that the interpreter did not finish)."""
+    pids = tmp_path / "pids"
+    env = private_startup(tmp_path / "startup", LAUNCHER + "import requests_fastssl\n")
+    env["DOCTOR_TEST_PIDS"] = str(pids)
+    try:
+        proc = doctor("--no-self-test", env=env)
+        started = [int(pid) for pid in pids.read_text().split()]
+        assert started
+        assert [pid for pid in started if _running(pid)] == started  # (doctor left first)
+    finally:
+        for pid in [int(pid) for pid in pids.read_text().split()] if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        programs_line(proc) == f"  active, via sitecustomize {env['PYTHONPATH']}/sitecustomize.py"
+    )
+
+
+def test_an_interrupted_doctor_leaves_no_fresh_interpreter_or_its_children(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while the fresh interpreters wait (here on a lock the test holds, after their
+    start-up file has started a child): doctor ends them with their children (their own
+    process group), as it does at its time bound, and exits 130."""
+    pids, gate = tmp_path / "pids", tmp_path / "gate"
+    os.mkfifo(pids)
+    gate.touch()
+    env = private_startup(
+        tmp_path / "startup",
+        LAUNCHER + "    import fcntl\n"
+        "    with open(os.environ['DOCTOR_TEST_GATE']) as f:\n"
+        "        fcntl.flock(f, fcntl.LOCK_SH)\n",
+    )
+    env.update(DOCTOR_TEST_PIDS=str(pids), DOCTOR_TEST_GATE=str(gate))
+    with open(gate) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "requests_fastssl", "doctor", "--no-self-test"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**clean_env(), **NO_PYTEST_SWITCHES, **env}, cwd=ROOT,
+        )  # fmt: skip
+        with open(pids) as reader:  # (open throughout: no interpreter blocks writing to it)
+            try:
+                children = [int(reader.readline())]  # (an interpreter has started its child)
+                assert _running(children[0])
+                proc.send_signal(signal.SIGINT)
+                stdout, stderr = proc.communicate(timeout=300)
+            finally:
+                proc.kill()
+                proc.wait()
+            children += [int(line) for line in reader]  # (every writer has gone: doctor ended)
+    assert proc.returncode == 130, stdout + stderr
+    assert not [pid for pid in children if _running(pid)]
