@@ -322,3 +322,22 @@ def test_an_interrupted_doctor_leaves_no_fresh_interpreter_or_its_children(
             children += [int(line) for line in reader]  # (every writer has gone: doctor ended)
     assert proc.returncode == 130, stdout + stderr
     assert not [pid for pid in children if _running(pid)]
+
+
+def test_output_a_start_up_file_leaves_unfinished_is_not_taken_for_a_failure(
+    tmp_path: Path,
+) -> None:
+    """A banner written without its newline: the fresh interpreter's answer follows it on
+    the same line, and is found there."""
+    env = private_startup(
+        tmp_path / "startup",
+        "import sys\n"
+        "if sys.argv[:1] == ['-c']:\n"
+        "    sys.stdout.write('[corp-env] ')\n"
+        "import requests_fastssl\n",
+    )
+    proc = doctor("--no-self-test", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        programs_line(proc) == f"  active, via sitecustomize {env['PYTHONPATH']}/sitecustomize.py"
+    )

@@ -130,14 +130,18 @@ def _ask(envs: dict[str, dict[str, str]]) -> dict[str, dict[str, Any]]:
 
 def _answer(out: str, err: str, status: int | None) -> dict[str, Any]:
     """The probe's facts from its marked line, else why there are none (``status`` None: it
-    was stopped at the bound; it may have answered before it hung)."""
+    was stopped at the bound; it may have answered before it hung). The mark may be anywhere
+    in the line: a start-up file may have printed without a newline first."""
     import json
 
     with open(out, encoding="utf-8", errors="replace") as f:
-        marked = [line.removeprefix(_MARK) for line in f if line.startswith(_MARK)]
+        marked = [line.partition(_MARK)[2] for line in f if _MARK in line]
     if marked:
-        facts: dict[str, Any] = json.loads(marked[-1])
-        return facts
+        try:
+            facts: dict[str, Any] = json.loads(marked[-1])
+            return facts
+        except ValueError:  # (a start-up file's thread printing into the line)
+            return {"error": "it failed: its answer was garbled by other output"}
     if status is None:
         return {
             "error": f"it did not finish within {PROBE_SECONDS:g} s (a start-up file that waits?)"
