@@ -341,3 +341,26 @@ def test_output_a_start_up_file_leaves_unfinished_is_not_taken_for_a_failure(
     assert (
         programs_line(proc) == f"  active, via sitecustomize {env['PYTHONPATH']}/sitecustomize.py"
     )
+
+
+def test_pytest_options_with_an_unclosed_quote_are_reported_not_raised(tmp_path: Path) -> None:
+    env = private_startup(tmp_path / "startup")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text('[pytest]\naddopts = -k "foo\n')
+    proc = doctor("--no-self-test", env=env, cwd=project)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # (the finding: programs, not this)
+    assert proc.stderr == ""
+    assert (
+        f"  under pytest here: could not read pytest's options (addopts in {project / 'pytest.ini'}"
+        ": No closing quotation); pytest would stop on them too"
+    ) in proc.stdout.splitlines()
+
+    (project / "pytest.ini").write_text("[pytest]\n")
+    proc = doctor("--no-self-test", "--json", env={**env, "PYTEST_ADDOPTS": '-k "foo'}, cwd=project)
+    assert proc.stderr == ""
+    assert json.loads(proc.stdout)["pytest"] == {
+        "session": "unknown",
+        "text": "could not read pytest's options (PYTEST_ADDOPTS: No closing quotation); pytest "
+        "would stop on them too",
+    }

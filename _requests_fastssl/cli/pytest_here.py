@@ -12,7 +12,7 @@ _HOW = "--fastssl, `fastssl = true` in the ini file, or the fastssl fixture or m
 
 
 def pytest_answer(env: dict[str, str], programs_active: bool) -> tuple[str, str]:
-    """(``on``, ``off``, ``opt-in`` or ``no pytest``; the sentence that says why)."""
+    """(``on``, ``off``, ``opt-in``, ``unknown`` or ``no pytest``; the sentence that says why)."""
     from importlib.metadata import PackageNotFoundError, entry_points, version
 
     try:
@@ -31,7 +31,11 @@ def pytest_answer(env: dict[str, str], programs_active: bool) -> tuple[str, str]
             f"{started}: the plugin is not registered (the package's metadata is missing)",
         )
     ini_path, ini, addopts, problem = _ini()
-    args = [*addopts, *shlex.split(env.get("PYTEST_ADDOPTS", ""))]
+    try:
+        args = _options(addopts, f"addopts in {ini_path}")
+        args += _options(env.get("PYTEST_ADDOPTS", ""), "PYTEST_ADDOPTS")
+    except ValueError as exc:  # (an unclosed quote: pytest stops on it too)
+        return "unknown", f"could not read pytest's options ({exc}); pytest would stop on them too"
     plugins = [p for a, p in zip(["", *args], args, strict=False) if a == "-p"] + [
         a[2:] for a in args if a.startswith("-p") and len(a) > 2
     ]
@@ -70,7 +74,15 @@ def pytest_answer(env: dict[str, str], programs_active: bool) -> tuple[str, str]
     return "opt-in", f"off unless asked{where}: {_HOW}"
 
 
-def _ini() -> tuple[str | None, Any, list[str], str]:
+def _options(value: str | list[str], where: str) -> list[str]:
+    """Options as pytest splits them, or a ValueError that says where they could not be."""
+    try:
+        return shlex.split(value) if isinstance(value, str) else [str(a) for a in value]
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _ini() -> tuple[str | None, Any, str | list[str], str]:
     """The ini file pytest finds from here, its ``fastssl`` and ``addopts``, as pytest itself
     reads them (its own finder: the file names and tables change between releases), or why
     they could not be read."""
@@ -93,7 +105,4 @@ def _ini() -> tuple[str | None, Any, list[str], str]:
         found = values.get(name)
         return getattr(found, "value", found)  # (pytest 9 wraps each value)
 
-    addopts = value("addopts") or []
-    if isinstance(addopts, str):
-        addopts = shlex.split(addopts)
-    return (str(path) if path else None), value("fastssl"), [str(a) for a in addopts], ""
+    return (str(path) if path else None), value("fastssl"), value("addopts") or [], ""
