@@ -157,9 +157,10 @@ def test_what_doctor_says_of_pytest_is_what_pytest_does(tmp_path: Path) -> None:
     project.mkdir()
     (project / "pytest.ini").write_text("[pytest]\nfastssl = true\n")
     proc = doctor("--no-self-test", env=env, cwd=project)
-    assert f"  under pytest here: on for the whole session (fastssl = true in {project}" in (
-        proc.stdout
-    )
+    assert (
+        f"  under pytest here: on for the whole session (fastssl = true in {project / 'pytest.ini'}"
+        "), unless a conftest declares its own fastssl key"
+    ) in proc.stdout.splitlines()
     assert _pytest_sees(project, env) == "active"
 
     (project / "pytest.ini").write_text("[pytest]\n")
@@ -363,4 +364,28 @@ def test_pytest_options_with_an_unclosed_quote_are_reported_not_raised(tmp_path:
         "session": "unknown",
         "text": "could not read pytest's options (PYTEST_ADDOPTS: No closing quotation); pytest "
         "would stop on them too",
+    }
+
+
+def test_an_ini_value_that_is_not_a_switch_is_named(tmp_path: Path) -> None:
+    """The plugin warns of such a value and does not act on it: the session is what start-up
+    makes it (here nothing, then the shim by a start-up file), not "does not set it"."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\nfastssl = maybe\n")
+    proc = doctor("--no-self-test", env=private_startup(tmp_path / "plain"), cwd=project)
+    assert (
+        f"  under pytest here: off: fastssl = 'maybe' in {project / 'pytest.ini'} is not a "
+        "switch; the plugin warns and stays off unless asked: --fastssl, `fastssl = true` in "
+        "the ini file, or the fastssl fixture or marker for a test"
+    ) in proc.stdout.splitlines()
+
+    (project / "pytest.ini").unlink()
+    (project / "pyproject.toml").write_text("[tool.pytest.ini_options]\nfastssl = 2\n")
+    env = private_startup(tmp_path / "startup", "import requests_fastssl\n")
+    proc = doctor("--no-self-test", "--json", env=env, cwd=project)
+    assert json.loads(proc.stdout)["pytest"] == {
+        "session": "on",
+        "text": f"on, as in your programs: fastssl = '2' in {project / 'pyproject.toml'} is "
+        "not a switch; the plugin warns and leaves the shim to start-up",
     }

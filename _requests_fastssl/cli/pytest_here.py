@@ -50,17 +50,26 @@ def pytest_answer(env: dict[str, str], programs_active: bool) -> tuple[str, str]
     flags = [a for a in args if a in ("--fastssl", "--no-fastssl")]
     from .._observe import OFF_WORDS, ON_WORDS
 
+    unless = ""
     if flags:  # (the command line first, as the plugin reads it; the last flag wins)
         choice: bool | None = flags[-1] == "--fastssl"
         source = f"{flags[-1]} in the ini file's addopts or PYTEST_ADDOPTS"
     else:
-        word = str(ini if ini is not None else "").strip().lower()
+        raw = str(ini if ini is not None else "").strip()
+        word = raw.lower()
         choice = True if word in ON_WORDS else False if word in OFF_WORDS[1:] else None
         source = f"fastssl = {ini} in {ini_path}"
+        # (a conftest's own key is the project's, and the plugin leaves it: doctor loads none)
+        unless = ", unless a conftest declares its own fastssl key"
+        if raw and choice is None:  # (the plugin warns, and does not act on it)
+            said = f"fastssl = {raw!r} in {ini_path} is not a switch; the plugin warns and"
+            if programs_active:
+                return "on", f"on, as in your programs: {said} leaves the shim to start-up"
+            return "off", f"off: {said} stays off unless asked: {_HOW}"
     if choice is True:
-        return "on", f"on for the whole session ({source})"
+        return "on", f"on for the whole session ({source}){unless}"
     if choice is False:
-        return "off", f"off for the whole session, whatever start-up does ({source})"
+        return "off", f"off for the whole session, whatever start-up does ({source}){unless}"
     if programs_active:
         return "on", (
             "on: pytest starts as your programs do; --no-fastssl or `fastssl = false` in the "
