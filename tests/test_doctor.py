@@ -5,8 +5,11 @@ Also: a closed output pipe is no finding, and ``--verify false`` prints no urlli
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -154,9 +157,10 @@ def test_what_doctor_says_of_pytest_is_what_pytest_does(tmp_path: Path) -> None:
     project.mkdir()
     (project / "pytest.ini").write_text("[pytest]\nfastssl = true\n")
     proc = doctor("--no-self-test", env=env, cwd=project)
-    assert f"  under pytest here: on for the whole session (fastssl = true in {project}" in (
-        proc.stdout
-    )
+    assert (
+        f"  under pytest here: on for the whole session (fastssl = true in {project / 'pytest.ini'}"
+        "), unless a conftest declares its own fastssl key"
+    ) in proc.stdout.splitlines()
     assert _pytest_sees(project, env) == "active"
 
     (project / "pytest.ini").write_text("[pytest]\n")
@@ -240,3 +244,148 @@ def test_verify_false_prints_no_insecure_request_warning(
     ) in proc.stdout.splitlines()
     (line,) = [line for line in proc.stdout.splitlines() if line.startswith("  request: GET ")]
     assert line.endswith(": HTTP 200")
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that runs (not a zombie, whose parent has yet to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# A start-up file that leaves a long-lived child running, as an agent's launcher does (in
+# the fresh interpreters only: doctor starts with -m, they with -c), and says which.
+LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "if sys.argv[:1] == ['-c']:\n"
+    "    child = subprocess.Popen(['sleep', '30'])\n"
+    "    with open(os.environ['DOCTOR_TEST_PIDS'], 'a') as f:\n"
+    "        f.write(f'{child.pid}\\n')\n"
+)
+
+
+def test_a_child_a_start_up_file_leaves_running_does_not_hold_doctor(tmp_path: Path) -> None:
+    """The child inherits the fresh interpreter's output: doctor waits for the interpreter,
+    not for that output to close, and takes its answer at once (it would otherwise wait out
+    the child, or say that the interpreter did not finish)."""
+    pids = tmp_path / "pids"
+    env = private_startup(tmp_path / "startup", LAUNCHER + "import requests_fastssl\n")
+    env["DOCTOR_TEST_PIDS"] = str(pids)
+    try:
+        proc = doctor("--no-self-test", env=env)
+        started = [int(pid) for pid in pids.read_text().split()]
+        assert started
+        assert [pid for pid in started if _running(pid)] == started  # (doctor left first)
+    finally:
+        for pid in [int(pid) for pid in pids.read_text().split()] if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        programs_line(proc) == f"  active, via sitecustomize {env['PYTHONPATH']}/sitecustomize.py"
+    )
+
+
+def test_an_interrupted_doctor_leaves_no_fresh_interpreter_or_its_children(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while the fresh interpreters wait (here on a lock the test holds, after their
+    start-up file has started a child): doctor ends them with their children (their own
+    process group), as it does at its time bound, and exits 130."""
+    pids, gate = tmp_path / "pids", tmp_path / "gate"
+    os.mkfifo(pids)
+    gate.touch()
+    env = private_startup(
+        tmp_path / "startup",
+        LAUNCHER + "    import fcntl\n"
+        "    with open(os.environ['DOCTOR_TEST_GATE']) as f:\n"
+        "        fcntl.flock(f, fcntl.LOCK_SH)\n",
+    )
+    env.update(DOCTOR_TEST_PIDS=str(pids), DOCTOR_TEST_GATE=str(gate))
+    with open(gate) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "requests_fastssl", "doctor", "--no-self-test"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**clean_env(), **NO_PYTEST_SWITCHES, **env}, cwd=ROOT,
+        )  # fmt: skip
+        with open(pids) as reader:  # (open throughout: no interpreter blocks writing to it)
+            try:
+                children = [int(reader.readline())]  # (an interpreter has started its child)
+                assert _running(children[0])
+                proc.send_signal(signal.SIGINT)
+                stdout, stderr = proc.communicate(timeout=300)
+            finally:
+                proc.kill()
+                proc.wait()
+            children += [int(line) for line in reader]  # (every writer has gone: doctor ended)
+    assert proc.returncode == 130, stdout + stderr
+    assert not [pid for pid in children if _running(pid)]
+
+
+def test_output_a_start_up_file_leaves_unfinished_is_not_taken_for_a_failure(
+    tmp_path: Path,
+) -> None:
+    """A banner written without its newline: the fresh interpreter's answer follows it on
+    the same line, and is found there."""
+    env = private_startup(
+        tmp_path / "startup",
+        "import sys\n"
+        "if sys.argv[:1] == ['-c']:\n"
+        "    sys.stdout.write('[corp-env] ')\n"
+        "import requests_fastssl\n",
+    )
+    proc = doctor("--no-self-test", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        programs_line(proc) == f"  active, via sitecustomize {env['PYTHONPATH']}/sitecustomize.py"
+    )
+
+
+def test_pytest_options_with_an_unclosed_quote_are_reported_not_raised(tmp_path: Path) -> None:
+    env = private_startup(tmp_path / "startup")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text('[pytest]\naddopts = -k "foo\n')
+    proc = doctor("--no-self-test", env=env, cwd=project)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # (the finding: programs, not this)
+    assert proc.stderr == ""
+    assert (
+        f"  under pytest here: could not read pytest's options (addopts in {project / 'pytest.ini'}"
+        ": No closing quotation); pytest would stop on them too"
+    ) in proc.stdout.splitlines()
+
+    (project / "pytest.ini").write_text("[pytest]\n")
+    proc = doctor("--no-self-test", "--json", env={**env, "PYTEST_ADDOPTS": '-k "foo'}, cwd=project)
+    assert proc.stderr == ""
+    assert json.loads(proc.stdout)["pytest"] == {
+        "session": "unknown",
+        "text": "could not read pytest's options (PYTEST_ADDOPTS: No closing quotation); pytest "
+        "would stop on them too",
+    }
+
+
+def test_an_ini_value_that_is_not_a_switch_is_named(tmp_path: Path) -> None:
+    """The plugin warns of such a value and does not act on it: the session is what start-up
+    makes it (here nothing, then the shim by a start-up file), not "does not set it"."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text("[pytest]\nfastssl = maybe\n")
+    proc = doctor("--no-self-test", env=private_startup(tmp_path / "plain"), cwd=project)
+    assert (
+        f"  under pytest here: off: fastssl = 'maybe' in {project / 'pytest.ini'} is not a "
+        "switch; the plugin warns and stays off unless asked: --fastssl, `fastssl = true` in "
+        "the ini file, or the fastssl fixture or marker for a test"
+    ) in proc.stdout.splitlines()
+
+    (project / "pytest.ini").unlink()
+    (project / "pyproject.toml").write_text("[tool.pytest.ini_options]\nfastssl = 2\n")
+    env = private_startup(tmp_path / "startup", "import requests_fastssl\n")
+    proc = doctor("--no-self-test", "--json", env=env, cwd=project)
+    assert json.loads(proc.stdout)["pytest"] == {
+        "session": "on",
+        "text": f"on, as in your programs: fastssl = '2' in {project / 'pyproject.toml'} is "
+        "not a switch; the plugin warns and leaves the shim to start-up",
+    }

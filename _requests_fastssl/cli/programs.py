@@ -4,10 +4,13 @@ never answered from doctor's own process, which imported the shim itself."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -91,50 +94,72 @@ def your_programs(out: Report) -> bool:
 
 
 def _ask(envs: dict[str, dict[str, str]]) -> dict[str, dict[str, Any]]:
-    """Run the probe in a fresh interpreter per environment, at once; its facts or an error."""
-    import json
-
+    """Run the probe in a fresh interpreter per environment, at once; its facts or an error.
+    Its output goes to files, not pipes: a child that a start-up file leaves running holds
+    what it inherited, and a pipe would stay open (and doctor waiting) for as long as it
+    runs. Doctor waits for the probe itself, bounded; past the bound its whole process
+    group (its own session) is killed."""
     if not sys.executable:
         return {name: {"error": "this Python does not know its executable"} for name in envs}
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, "-c", _PROBE, _MARK],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-        )
-        for name, env in envs.items()
-    }
     answers: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + PROBE_SECONDS  # (one bound for all: they run at once)
-    try:
-        for name, proc in procs.items():
-            try:
-                left = max(0.0, deadline - time.monotonic())
-                stdout, stderr = proc.communicate(timeout=left)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-                answers[name] = {
-                    "error": f"it did not finish within {PROBE_SECONDS:g} s (a start-up file "
-                    "that waits?)"
-                }
-                continue
-            marked = [line for line in stdout.splitlines() if line.startswith(_MARK)]
-            if marked:
-                answers[name] = json.loads(marked[-1].removeprefix(_MARK))
-            else:
-                last = (stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-                answers[name] = {"error": f"it failed: {last}"}
-    finally:
-        for proc in procs.values():  # (interrupted: none is left running)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    with tempfile.TemporaryDirectory(prefix="requests-fastssl-doctor-") as folder:
+        files = {name: (os.path.join(folder, f"{name}.out"), os.path.join(folder, f"{name}.err"))
+                 for name in envs}  # fmt: skip
+        try:
+            for name, env in envs.items():
+                with open(files[name][0], "wb") as out, open(files[name][1], "wb") as err:
+                    procs[name] = subprocess.Popen(
+                        [sys.executable, "-c", _PROBE, _MARK],
+                        env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                        start_new_session=True,
+                    )  # fmt: skip
+            deadline = time.monotonic() + PROBE_SECONDS  # (one bound for all: they run at once)
+            for name, proc in procs.items():
+                try:
+                    status: int | None = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    _end(proc)
+                    status = None
+                answers[name] = _answer(*files[name], status)
+        finally:
+            for proc in procs.values():  # (interrupted: none is left running)
+                _end(proc)
     return answers
+
+
+def _answer(out: str, err: str, status: int | None) -> dict[str, Any]:
+    """The probe's facts from its marked line, else why there are none (``status`` None: it
+    was stopped at the bound; it may have answered before it hung). The mark may be anywhere
+    in the line: a start-up file may have printed without a newline first."""
+    import json
+
+    with open(out, encoding="utf-8", errors="replace") as f:
+        marked = [line.partition(_MARK)[2] for line in f if _MARK in line]
+    if marked:
+        try:
+            facts: dict[str, Any] = json.loads(marked[-1])
+            return facts
+        except ValueError:  # (a start-up file's thread printing into the line)
+            return {"error": "it failed: its answer was garbled by other output"}
+    if status is None:
+        return {
+            "error": f"it did not finish within {PROBE_SECONDS:g} s (a start-up file that waits?)"
+        }
+    with open(err, encoding="utf-8", errors="replace") as f:
+        last = (f.read().strip().splitlines() or [f"exit status {status}"])[-1]
+    return {"error": f"it failed: {last}"}
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a probe still running, with what it started (its process group), never waiting
+    long: a process that does not die at SIGKILL is left behind rather than hang doctor."""
+    if proc.poll() is not None:
+        return  # (what it left running is the start-up file's, as in any program)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
 
 
 def _via(facts: dict[str, Any], env: dict[str, str]) -> list[str]:

@@ -12,7 +12,7 @@ _HOW = "--fastssl, `fastssl = true` in the ini file, or the fastssl fixture or m
 
 
 def pytest_answer(env: dict[str, str], programs_active: bool) -> tuple[str, str]:
-    """(``on``, ``off``, ``opt-in`` or ``no pytest``; the sentence that says why)."""
+    """(``on``, ``off``, ``opt-in``, ``unknown`` or ``no pytest``; the sentence that says why)."""
     from importlib.metadata import PackageNotFoundError, entry_points, version
 
     try:
@@ -31,7 +31,11 @@ def pytest_answer(env: dict[str, str], programs_active: bool) -> tuple[str, str]
             f"{started}: the plugin is not registered (the package's metadata is missing)",
         )
     ini_path, ini, addopts, problem = _ini()
-    args = [*addopts, *shlex.split(env.get("PYTEST_ADDOPTS", ""))]
+    try:
+        args = _options(addopts, f"addopts in {ini_path}")
+        args += _options(env.get("PYTEST_ADDOPTS", ""), "PYTEST_ADDOPTS")
+    except ValueError as exc:  # (an unclosed quote: pytest stops on it too)
+        return "unknown", f"could not read pytest's options ({exc}); pytest would stop on them too"
     plugins = [p for a, p in zip(["", *args], args, strict=False) if a == "-p"] + [
         a[2:] for a in args if a.startswith("-p") and len(a) > 2
     ]
@@ -46,17 +50,26 @@ def pytest_answer(env: dict[str, str], programs_active: bool) -> tuple[str, str]
     flags = [a for a in args if a in ("--fastssl", "--no-fastssl")]
     from .._observe import OFF_WORDS, ON_WORDS
 
+    unless = ""
     if flags:  # (the command line first, as the plugin reads it; the last flag wins)
         choice: bool | None = flags[-1] == "--fastssl"
         source = f"{flags[-1]} in the ini file's addopts or PYTEST_ADDOPTS"
     else:
-        word = str(ini if ini is not None else "").strip().lower()
+        raw = str(ini if ini is not None else "").strip()
+        word = raw.lower()
         choice = True if word in ON_WORDS else False if word in OFF_WORDS[1:] else None
         source = f"fastssl = {ini} in {ini_path}"
+        # (a conftest's own key is the project's, and the plugin leaves it: doctor loads none)
+        unless = ", unless a conftest declares its own fastssl key"
+        if raw and choice is None:  # (the plugin warns, and does not act on it)
+            said = f"fastssl = {raw!r} in {ini_path} is not a switch; the plugin warns and"
+            if programs_active:
+                return "on", f"on, as in your programs: {said} leaves the shim to start-up"
+            return "off", f"off: {said} stays off unless asked: {_HOW}"
     if choice is True:
-        return "on", f"on for the whole session ({source})"
+        return "on", f"on for the whole session ({source}){unless}"
     if choice is False:
-        return "off", f"off for the whole session, whatever start-up does ({source})"
+        return "off", f"off for the whole session, whatever start-up does ({source}){unless}"
     if programs_active:
         return "on", (
             "on: pytest starts as your programs do; --no-fastssl or `fastssl = false` in the "
@@ -70,7 +83,15 @@ def pytest_answer(env: dict[str, str], programs_active: bool) -> tuple[str, str]
     return "opt-in", f"off unless asked{where}: {_HOW}"
 
 
-def _ini() -> tuple[str | None, Any, list[str], str]:
+def _options(value: str | list[str], where: str) -> list[str]:
+    """Options as pytest splits them, or a ValueError that says where they could not be."""
+    try:
+        return shlex.split(value) if isinstance(value, str) else [str(a) for a in value]
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _ini() -> tuple[str | None, Any, str | list[str], str]:
     """The ini file pytest finds from here, its ``fastssl`` and ``addopts``, as pytest itself
     reads them (its own finder: the file names and tables change between releases), or why
     they could not be read."""
@@ -93,7 +114,4 @@ def _ini() -> tuple[str | None, Any, list[str], str]:
         found = values.get(name)
         return getattr(found, "value", found)  # (pytest 9 wraps each value)
 
-    addopts = value("addopts") or []
-    if isinstance(addopts, str):
-        addopts = shlex.split(addopts)
-    return (str(path) if path else None), value("fastssl"), [str(a) for a in addopts], ""
+    return (str(path) if path else None), value("fastssl"), value("addopts") or [], ""
