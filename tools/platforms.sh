@@ -11,7 +11,12 @@
 #
 # Roots are cached in $REQUESTS_FASTSSL_PLATFORMS (default ~/.cache/requests-fastssl/platforms)
 # and reused; the project is copied in fresh (git archive HEAD) on every run. Nothing is left
-# mounted or written outside that folder, also when a leg fails.
+# mounted or written outside that folder, also when a leg fails, but for the record below.
+#
+# Each pytest run of a leg (not --run) is recorded in tools/platform-runs.json, the leg's latest
+# run only: its interpreter and OpenSSL as the leg's interpreter reports them, requests and
+# urllib3 there, the commit and whether the tree had uncommitted changes, the date (UTC), the
+# outcome with pytest's summary line and the command. docs/platforms.md quotes that file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${REQUESTS_FASTSSL_PLATFORMS:-$HOME/.cache/requests-fastssl/platforms}
@@ -29,6 +34,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ] && [ "$1" != "--run" ]; do legs+=("$1"); 
 mode=pytest
 if [ $# -gt 0 ] && [ "$1" = "--run" ]; then mode=run; shift; [ $# -gt 0 ] || { echo "platforms.sh: error: --run needs a command" >&2; exit 2; }
 elif [ $# -gt 0 ]; then shift; fi
+args=("$@")
 [ ${#legs[@]} -gt 0 ] || legs=(host trixie sid sid-3.15 sid-pypy)
 for leg in "${legs[@]}"; do
     if [ "$leg" != host ] && [ -z "${PYTHON[$leg]:-}" ]; then
@@ -37,12 +43,37 @@ for leg in "${legs[@]}"; do
 done
 
 mounted=()
-cleanup() { for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
+work=$(mktemp -d)
+cleanup() { for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
+
+started='' commit='' dirty=''
+begin() {
+    started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+    commit=$(git rev-parse --short HEAD)
+    # The facts file is left out, or the second of two legs run together would count as dirty.
+    if [ -n "$(git status --porcelain -- . ':!tools/platform-runs.json')" ]; then dirty=1; else dirty=0; fi
+}
+record() {  # leg, exit status, the leg's facts (JSON), then --log FILE or --error TEXT
+    python3 tools/record_platform_run.py record --leg "$1" --exit-status "$2" --facts "$3" \
+        --started "$started" --commit "$commit" --dirty "$dirty" "${@:4}" -- "${args[@]}" \
+        || echo "platforms.sh: warning: the $1 leg's run was not recorded" >&2
+}
+# Runs pytest (its arguments follow), showing its output and keeping it for the record.
+pytest_recorded() {  # leg, facts, then the command
+    local leg=$1 facts=$2 status=0; shift 2
+    "$@" | tee "$work/pytest.log" || status=$?
+    record "$leg" "$status" "$facts" --log "$work/pytest.log"
+    return $status
+}
 
 run_host() {
     [ -x .venv/bin/python ] || { python3 -m venv .venv && .venv/bin/pip install -q -U pip && .venv/bin/pip install -q -e . --group test -c tools/constraints.txt; }
-    if [ $mode = run ]; then PATH="$PWD/.venv/bin:$PATH" "$@"; else .venv/bin/python -m pytest "$@"; fi
+    if [ $mode = run ]; then PATH="$PWD/.venv/bin:$PATH" "$@"; return; fi
+    begin
+    local facts; facts=$(.venv/bin/python tools/record_platform_run.py facts) || facts=null
+    echo "platforms.sh: $facts" >&2
+    pytest_recorded host "$facts" .venv/bin/python -m pytest "$@"
 }
 
 run_leg() {
@@ -69,15 +100,27 @@ run_leg() {
         chroot "$root" env DEBIAN_FRONTEND=noninteractive \
             apt-get install -y -qq "$python" "$python-venv" git >/dev/null
     fi
+    begin
     rm -rf "$root/src" && mkdir -p "$root/src" && git archive HEAD | tar -x -C "$root/src"
     if [ ! -x "$root$venv/bin/python" ]; then chroot "$root" "$python" -m venv "$venv"; fi
-    chroot "$root" env PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+    local facts
+    if ! chroot "$root" env PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
         sh -c "$venv/bin/pip install -q -U pip && $venv/bin/pip install -q ${PIP_EXTRA[$leg]:-} -e /src --group /src/pyproject.toml:test -c /src/tools/constraints.txt" \
-        >"$root/pip.log" 2>&1 || { cat "$root/pip.log" >&2; return 1; }
-    chroot "$root" "$venv/bin/python" -c 'import platform, ssl; print("platforms.sh:", platform.python_implementation(), platform.python_version(), "/", ssl.OPENSSL_VERSION)' >&2
-    local command=("$venv/bin/python" -m pytest "$@")
-    if [ $mode = run ]; then command=(env "PATH=$venv/bin:/usr/bin:/bin" "$@"); fi
-    chroot "$root" /bin/sh -c 'cd /src && exec "$@"' sh "${command[@]}"
+        >"$root/pip.log" 2>&1; then
+        cat "$root/pip.log" >&2
+        if [ $mode = pytest ]; then
+            facts=$(chroot "$root" "$venv/bin/python" /src/tools/record_platform_run.py facts) || facts=null
+            record "$leg" 1 "$facts" --error "the installation failed: $(grep -v '^\s*$' "$root/pip.log" | tail -n 1)"
+        fi
+        return 1
+    fi
+    facts=$(chroot "$root" "$venv/bin/python" /src/tools/record_platform_run.py facts) || facts=null
+    echo "platforms.sh: $facts" >&2
+    if [ $mode = run ]; then
+        chroot "$root" /bin/sh -c 'cd /src && exec "$@"' sh env "PATH=$venv/bin:/usr/bin:/bin" "$@"
+        return
+    fi
+    pytest_recorded "$leg" "$facts" chroot "$root" /bin/sh -c 'cd /src && exec "$@"' sh "$venv/bin/python" -m pytest "$@"
 }
 
 status=0
