@@ -314,3 +314,22 @@ def in_own_table(f, holder):
         os.close(n)
     return got
 """
+
+
+# A conftest for pytester projects: `server`, a loopback HTTPS server with a throwaway CA.
+SERVER_CONFTEST = """
+import ssl
+import pytest, trustme
+from _requests_fastssl.cli.server import HTTPSServer
+
+@pytest.fixture
+def server(tmp_path):
+    # (url, bundle) of a loopback HTTPS server with a throwaway CA
+    ca = trustme.CA()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(ctx)
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    with HTTPSServer(ctx) as running:
+        yield running.url, str(bundle)
+"""

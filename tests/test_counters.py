@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import requests
 import urllib3
-from support import PKI, ROOT, ServerFactory, clean_env, session_with
+from support import PKI, ROOT, SERVER_CONFTEST, ServerFactory, clean_env, session_with
 
 import requests_fastssl
 from _requests_fastssl._status import Stats
@@ -232,29 +232,13 @@ def test_run_report_and_log_call_a_served_context_a_saving(
 
 # --- The pytest plugin's summary, and botocore itself ------------------------------------
 
-_PLUGIN_CONFTEST = """
-import ssl
-import pytest, trustme
-from _requests_fastssl.cli.server import HTTPSServer
-
-@pytest.fixture
-def server(tmp_path):
-    ca = trustme.CA()
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("127.0.0.1").configure_cert(ctx)
-    bundle = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(bundle))
-    with HTTPSServer(ctx) as running:
-        yield running.url, str(bundle)
-"""
-
 
 @pytest.mark.urllib3_2
 @pytest.mark.subprocess
 def test_the_plugin_summary_says_an_untimed_saving_is_not_measured(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makeconftest(_PLUGIN_CONFTEST)
+    pytester.makeconftest(SERVER_CONFTEST)
     pytester.makepyfile(
         test_inner="""
         import urllib3

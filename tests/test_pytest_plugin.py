@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from support import SERVER_CONFTEST
 
 INNER = """
 import pytest
@@ -200,24 +201,6 @@ def test_loading_the_plugin_imports_nothing_heavy(
         timeout=60,
     )
     assert proc.stdout.strip() == "[]"
-
-
-SERVER_CONFTEST = """
-import ssl
-import pytest, trustme
-from _requests_fastssl.cli.server import HTTPSServer
-
-@pytest.fixture
-def server(tmp_path):
-    # (url, bundle) of a loopback HTTPS server with a throwaway CA
-    ca = trustme.CA()
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("127.0.0.1").configure_cert(ctx)
-    bundle = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(bundle))
-    with HTTPSServer(ctx) as running:
-        yield running.url, str(bundle)
-"""
 
 
 @pytest.mark.urllib3_2
