@@ -16,7 +16,6 @@ import ssl
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -79,17 +78,11 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=21)
     args = parser.parse_args()
     sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
-    from reach import _make_pki
-
-    from _requests_fastssl.cli.server import HTTPSServer
+    from reach import serve
 
     runs: list[dict[str, float]] = []
     with contextlib.ExitStack() as stack:
-        pki = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rfs-first-")))
-        _make_pki(pki)
-        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        server_ctx.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
-        url = stack.enter_context(HTTPSServer(server_ctx)).url
+        url, pki = serve(stack, "rfs-first-")
         for _ in range(args.repeat):
             out = subprocess.run(
                 [sys.executable, __file__, "--child", url, str(pki / "bundle.pem")],

@@ -18,6 +18,7 @@ Needs the test dependencies (trustme, PySocks): pip install -e . --group test
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -277,6 +278,20 @@ def _make_pki(where: Path) -> None:
     for i, pem in enumerate(pems):  # one certificate per file, as rehash wants
         (hashed / f"ca-{i}.pem").write_bytes(marker + pem)
     subprocess.run(["openssl", "rehash", str(hashed)], check=True, capture_output=True)
+
+
+def serve(stack: contextlib.ExitStack, prefix: str) -> tuple[str, Path]:
+    """A throwaway PKI (``_make_pki``) and an HTTPS server on 127.0.0.1 using it, both undone
+    with ``stack``: the server's URL and the PKI's folder (``bundle.pem``: certifi plus the CA)."""
+    import ssl
+
+    from _requests_fastssl.cli.server import HTTPSServer
+
+    pki = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+    _make_pki(pki)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
+    return stack.enter_context(HTTPSServer(server_ctx)).url, pki
 
 
 def _run(args: list[str]) -> dict[str, Any]:

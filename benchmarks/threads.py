@@ -43,7 +43,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -224,17 +223,11 @@ def main() -> int:
     import ssl
 
     sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
-    from reach import _make_pki
-
-    from _requests_fastssl.cli.server import HTTPSServer
+    from reach import serve
 
     results: dict[int, dict[str, list[dict[str, Any]]]] = {}
     with contextlib.ExitStack() as stack:
-        pki = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rfs-threads-")))
-        _make_pki(pki)
-        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        server_ctx.load_cert_chain(str(pki / "server.pem"), str(pki / "server.key"))
-        url = stack.enter_context(HTTPSServer(server_ctx)).url
+        url, pki = serve(stack, "rfs-threads-")
         bundle = str(pki / "bundle.pem")
         for n in counts:
             runs = results[n] = {v: [] for v in args.variants}
