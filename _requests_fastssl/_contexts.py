@@ -15,6 +15,7 @@ from typing import Any
 from ._errors import FrozenContextError
 from ._files import FileCheck, Unpinned, from_signal_handler, pinned, propagate
 from ._genuine import GENUINE_CONTEXT
+from ._green import context_classes
 from ._policy import Aside, Reason, StockError
 
 __all__ = ["FrozenContext", "build"]
@@ -46,15 +47,16 @@ def _guarded(name: str, descriptor: Any) -> property:
     return property(get, put, doc=f"{name} (frozen: only its current value can be set)")
 
 
-def _frozen_namespace() -> dict[str, Any]:
-    """Every data descriptor of the genuine class guarded, every loader and setter method
-    refused: derived from the class, so what a newer Python adds is covered."""
+def _frozen_namespace(base: type) -> dict[str, Any]:
+    """Every data descriptor of ``base`` (ssl.py's class or a green library's) guarded, every
+    loader and setter method refused: derived from the class, so what a newer Python adds is
+    covered."""
     namespace: dict[str, Any] = {"__slots__": ()}
     guarded = set()
-    for name in dir(GENUINE_CONTEXT):
+    for name in dir(base):
         if name.startswith("__"):
             continue
-        attr = inspect.getattr_static(GENUINE_CONTEXT, name)
+        attr = inspect.getattr_static(base, name)
         if hasattr(attr, "__set__"):
             namespace[name] = _guarded(name, attr)
             guarded.add(name)
@@ -79,7 +81,24 @@ def _frozen_namespace() -> dict[str, Any]:
     return namespace
 
 
-FrozenContext: type[ssl.SSLContext] = type("FrozenContext", (GENUINE_CONTEXT,), _frozen_namespace())
+FrozenContext: type[ssl.SSLContext] = type(
+    "FrozenContext", (GENUINE_CONTEXT,), _frozen_namespace(GENUINE_CONTEXT)
+)
+# The frozen subclass of each green library's class (_genuine.GREEN) a context was built as.
+_FROZEN: weakref.WeakKeyDictionary[type, type] = weakref.WeakKeyDictionary()
+_FROZEN[GENUINE_CONTEXT] = FrozenContext
+
+
+def _frozen_class(base: type) -> type:
+    """The frozen subclass of ``base``: a context shared under gevent stays gevent's (its
+    ``wrap_socket`` makes gevent's cooperative sockets, its setters do not recurse)."""
+    frozen = _FROZEN.get(base)
+    if frozen is None:
+        frozen = type("FrozenContext", (base,), _frozen_namespace(base))
+        frozen = _FROZEN.setdefault(base, frozen)
+    return frozen
+
+
 # The ALPN list each frozen context was built with (SSLContext cannot report it).
 _ALPN: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
@@ -150,8 +169,8 @@ def build(
         ssl_maximum_version=inputs["ssl_maximum_version"],
         cert_reqs=cert_reqs,
     )
-    if type(ctx) is not GENUINE_CONTEXT:
-        raise TypeError(f"urllib3 made a {type(ctx).__qualname__}, not an ssl.SSLContext")
+    if context_classes(type(ctx)) is not None:  # (ssl.py's, or a green library's known one)
+        raise TypeError(f"urllib3 made a {type(ctx).__qualname__}, not a known SSLContext")
     if ctx.keylog_filename is not None:  # (SSLKEYLOGFILE set after the key was made)
         raise Aside(Reason.SETTINGS_CHANGED)
     _stock(setattr, ctx, "verify_mode", cert_reqs)
@@ -191,5 +210,5 @@ def build(
     if getattr(ctx, "hostname_checks_common_name", False) is not False:
         raise TypeError("hostname_checks_common_name cannot be turned off here")
     _ALPN[ctx] = tuple(alpn)
-    ctx.__class__ = FrozenContext
+    ctx.__class__ = _frozen_class(type(ctx))
     return ctx

@@ -91,7 +91,7 @@ def known_function(func: Any, module: types.ModuleType) -> bool | None:
         found = _FOUND.get(id(code))
         if found is not None and found[0] is code:
             return found[1]
-        variants = _known.TABLE.get(f"{name}.{code.co_name}", {})
+        variants = _known.TABLE.get(f"{name}.{code.co_qualname}", {})
         source = _SOURCES.get(name)
         known = (source and _known.identify(source, code, func.__globals__)) in variants
         _FOUND[id(code)] = (code, known)

@@ -57,6 +57,38 @@ TABLE: dict[str, dict[str, str]] = {
     "urllib3.util.ssl_.resolve_cert_reqs": {"f4f285a170768eaa74dd5f7e6cc5f8b3": "2.0.3-2.8.0"},
     "urllib3.util.ssl_.resolve_ssl_version": {"ffe08514b0f237db2421c84537c0dd4a": "2.0.3-2.8.0"},
     "urllib3.util.ssl_._is_key_file_encrypted": {"0e14f5ef6b06c62d2f92cceba73ffaa1": "2.0.3-2.8.0"},
+    # Green libraries' SSLContext overrides (_genuine.GREEN), "module.Class.name"; a property's
+    # getter and setter share the name. Under any other release or a local patch: stock.
+    "gevent.ssl.SSLContext.wrap_socket": {"87fb563afbcfc29b27ff7cc36feee698": "26.9.0"},
+    "gevent.ssl.SSLContext.options": {"cd431ebc86c45d16090e2d5a2783c338": "26.9.0"},
+    "gevent.ssl.SSLContext.verify_flags": {"144cf003f64604098abbfc066900762b": "26.9.0"},
+    "gevent.ssl.SSLContext.verify_mode": {"f583606b753bf132997c9edadbf68ae7": "26.9.0"},
+    "gevent.ssl.SSLContext.minimum_version": {"ad4ce6db8bc8e0e6a24bfc52f06e56f1": "26.9.0"},
+    "gevent.ssl.SSLContext.maximum_version": {"8dbb0173155b67f70578348fa376674e": "26.9.0"},
+    "gevent.ssl.SSLContext._msg_callback": {
+        "7adee1c6a7b1816af0c0e8fe58cc11a6": "26.9.0",  # (the getter)
+        "aa5c196c2b1d412847133efa52a24e11": "26.9.0",
+    },
+    "gevent.ssl.SSLContext.sni_callback": {
+        "d396f6453f9f80b945bd2fd4789491f6": "26.9.0",  # (the getter)
+        "7bd5d51eb199e05b36d306a33d033483": "26.9.0",
+    },
+    "eventlet.green.ssl.GreenSSLContext.wrap_socket": {
+        "34f3d2a1418a312da6147e6f9ae8b646": "0.41.3"
+    },
+    "eventlet.green.ssl.GreenSSLContext.options": {"69a2f8ad4da2622a4dd8ca468640c99b": "0.41.3"},
+    "eventlet.green.ssl.GreenSSLContext.verify_flags": {
+        "7dda1a7e731c7d2740f69c2cbe047965": "0.41.3"
+    },
+    "eventlet.green.ssl.GreenSSLContext.verify_mode": {
+        "d15270e6f39f3d69eb5c524e21d38503": "0.41.3"
+    },
+    "eventlet.green.ssl.GreenSSLContext.maximum_version": {
+        "7a89e57782a162a3fa9d1035cda1f11c": "0.41.3"
+    },
+    "eventlet.green.ssl.GreenSSLContext.minimum_version": {
+        "227e12d146067ea8ee635b49728730d0": "0.41.3"
+    },
 }
 
 
@@ -108,6 +140,24 @@ def _tokens(lines: list[str], end: list[int]) -> Iterator[str]:
             return
 
 
+def _dedented(lines: list[str]) -> list[str]:
+    """A method's lines (a green library's class: ``_genuine.GREEN``) as if at the module's
+    level, so that its tokens are those of a function's block; the lines up to the first one
+    outside its indentation (the block has ended by then; else tokenizing fails: stock)."""
+    indent = lines[0][: len(lines[0]) - len(lines[0].lstrip(" \t"))] if lines else ""
+    if not indent:
+        return lines
+    out = []
+    for line in lines:
+        if line.startswith(indent):
+            out.append(line[len(indent) :])
+        elif line.strip():
+            break
+        else:
+            out.append("\n")
+    return out
+
+
 def _block(source: str, first_line: int, name: str) -> tuple[str, list[str]] | None:
     """The fingerprint of function ``name`` defined at ``first_line`` (1-based: its first
     decorator's line, as ``co_firstlineno``) of ``source``, and the block's lines."""
@@ -117,7 +167,7 @@ def _block(source: str, first_line: int, name: str) -> tuple[str, list[str]] | N
     lines = io.StringIO(source).readlines()[first_line - 1 :]
     end = [0]
     try:
-        tokens = list(_tokens(lines, end))
+        tokens = list(_tokens(_dedented(lines), end))
     except (SyntaxError, tokenize.TokenError):  # (cut short: not a block this can read)
         return None
     try:
@@ -137,7 +187,7 @@ def _laid_out(
     decide."""
     from ._layouts import LAYOUTS
 
-    layouts = LAYOUTS.get(f"{namespace.get('__name__')}.{code.co_name}", {})
+    layouts = LAYOUTS.get(f"{namespace.get('__name__')}.{code.co_qualname}", {})
     lines = io.StringIO(source).readlines()[code.co_firstlineno - 1 :]
     for count in sorted({count for count, _ in layouts.values()}):
         block = lines[:count]
@@ -186,6 +236,12 @@ def identify(source: str, code: types.CodeType, namespace: dict[str, Any]) -> st
     text = "".join(
         (f"import {', '.join(imported)}" if imported else "", "\n" * (code.co_firstlineno - 1))
     )
+    owner = code.co_qualname.rpartition(".")[0]
+    if owner:  # a method: compiled in a class of its class's name (its __class__ cell, its
+        # qualified name), under an `if` that takes any indentation; only a plain class's
+        if not owner.isidentifier() or code.co_firstlineno < 4 or not found[1][0][:2].isspace():
+            return None
+        text = text[:-2] + f"class {owner}:\n if 1:\n"
     futures = sum(getattr(__future__, n).compiler_flag for n in __future__.all_feature_names)
     try:
         compiled = compile(text + "".join(found[1]), code.co_filename, "exec",
@@ -193,7 +249,10 @@ def identify(source: str, code: types.CodeType, namespace: dict[str, Any]) -> st
                            optimize=sys.flags.optimize)  # fmt: skip
     except (SyntaxError, ValueError):
         return None
-    if not any(const == code for const in compiled.co_consts if isinstance(const, types.CodeType)):
+    consts = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
+    if owner:  # (the class body's code holds the method's)
+        consts = [c for body in consts for c in body.co_consts if isinstance(c, types.CodeType)]
+    if not any(const == code for const in consts):
         return None
     return found[0]
 

@@ -13,13 +13,8 @@ from collections.abc import Hashable, Mapping
 from typing import Any, NamedTuple
 
 from ._files import propagate
-from ._genuine import (
-    GENUINE_CONTEXT,
-    KnownCode,
-    genuine_classes,
-    genuine_unpatched,
-    is_genuine_function,
-)
+from ._genuine import KnownCode, genuine_unpatched, is_genuine_function
+from ._green import context_classes
 
 __all__ = ["INPUTS", "Aside", "Decision", "Reason", "Settings", "StockError", "decide"]
 
@@ -35,8 +30,9 @@ class Reason(enum.Enum):
         "lazily at each handshake, with the rights of that moment")
     DEFAULT_STORE = ("default-store", "verification with no CA file: the system store, whose "
         "directory OpenSSL reads lazily at each handshake")
-    CONTEXT_CLASS = ("context-class", "urllib3's SSLContext is not the standard library's "
-        "(pyOpenSSL, truststore, a green library's subclass)")
+    CONTEXT_CLASS = ("context-class", "urllib3's SSLContext is neither the standard library's "
+        "nor gevent's or eventlet's, or not the one ssl.SSLContext names (pyOpenSSL, truststore, "
+        "a green library patched after urllib3's import: stock recurses)")
     CONTEXT_PATCHED = ("context-patched", "a method or attribute of ssl.SSLContext was replaced "
         "(it would run once per build, not once per connection)")
     DEPRECATED_VERSION = ("deprecated-version", "a TLS version bound ssl deprecates: setting it "
@@ -179,8 +175,12 @@ class Settings:
         unknown = self.known()
         if unknown is not None:
             return unknown
-        if ssl_.SSLContext is not GENUINE_CONTEXT or ssl_.IS_PYOPENSSL or not genuine_classes():
+        cls = ssl_.SSLContext  # (ssl.py's, or a green library's: _genuine.GREEN)
+        if ssl_.IS_PYOPENSSL:
             return Reason.CONTEXT_CLASS
+        classes = context_classes(cls)
+        if classes is not None:
+            return _BY_CODE[classes]
         if not genuine_unpatched():
             return Reason.CONTEXT_PATCHED
         if "SSLKEYLOGFILE" in os.environ:  # (as stock asks: a patched os.environ answers alike)
@@ -188,7 +188,7 @@ class Settings:
         space = factory.__globals__
         try:
             alpn = tuple(ssl_.ALPN_PROTOCOLS)  # (one copy: a list changed in place stays apart)
-            read = [factory, connection.resolve_cert_reqs, connection.resolve_ssl_version,
+            read = [cls, factory, connection.resolve_cert_reqs, connection.resolve_ssl_version,
                     ssl_.HAS_NEVER_CHECK_COMMON_NAME, factory.__defaults__,
                     factory.__kwdefaults__, *map(space.get, self.globals)]  # fmt: skip
             read = [v.copy() if type(v) is dict else v for v in read]  # (one reading, in C)

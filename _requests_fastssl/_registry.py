@@ -10,6 +10,7 @@ import _thread
 import contextlib
 import functools
 import logging
+import operator
 import os
 import time
 import types
@@ -19,6 +20,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._files import FileCheck, propagate, read_checks
+from ._green import green_lock, whoami
 from ._observe import first_step_aside
 from ._policy import Aside, Reason, StockError
 from ._state import FORKS
@@ -36,6 +38,9 @@ _perf_counter = _perf_counter if type(_perf_counter) is types.BuiltinFunctionTyp
 Build = Callable[[tuple[FileCheck, ...]], Any]
 _NOT_COUNTED = ("build_seconds", "entries", "step_aside_reasons", "mean_load_seconds")
 _COUNTERS = tuple(name for name in Stats._fields if name not in _NOT_COUNTED)
+# (C for a thread's lock; a green library's release is its own code, which wakes its waiter on
+# its hub, in another thread too: gevent's)
+_RELEASE = operator.methodcaller("release")
 
 
 class Token:
@@ -46,17 +51,17 @@ class Token:
 
 class Flight:
     """A build under way that others may wait for, bounded. Each waiter has a lock of its own,
-    all released at once, in C alone, when the worker's token dies however its frame ends
-    (docs/design.md, Threads). No Python clock: the bound is the lock's own timed wait, which
-    a test's mock of ``time`` or freezegun can neither stop nor see."""
+    all released at once when the worker's token dies however its frame ends (docs/design.md,
+    Threads); a greenlet's yields to its hub. No Python clock: the bound is the lock's own timed
+    wait, which a test's mock of ``time`` or freezegun can neither stop nor see."""
 
     __slots__ = ("alive", "bound", "expired", "fork", "owner", "result", "waiters")
 
     def __init__(self, token: Token, bound: float, result: Any = None) -> None:
         self.waiters: list[Any] = []  # (the map reads it as it drains: later appends included)
-        wake = functools.partial(dict.fromkeys, map(_thread.LockType.release, self.waiters))
+        wake = functools.partial(dict.fromkeys, map(_RELEASE, self.waiters))
         self.alive = weakref.ref(token, wake)
-        self.owner = _thread.get_ident()
+        self.owner = whoami()
         self.bound, self.fork, self.result, self.expired = bound, FORKS[0], result, False
 
     def stale(self) -> bool:
@@ -64,12 +69,19 @@ class Flight:
         return self.expired or self.alive() is None or self.fork != FORKS[0]
 
     def mine(self) -> bool:
-        return self.owner == _thread.get_ident()
+        return self.owner == whoami()
 
-    def wait(self) -> bool:
-        """Wait for the worker (not this thread's own stack): False if the bound passed first."""
-        mine = _thread.allocate_lock()
-        mine.acquire()
+    def wait(self) -> bool | None:
+        """Wait for the worker (not this thread's own stack): False if the bound passed first,
+        None if this greenlet cannot wait without stopping the builder (stock, at once)."""
+        if self.alive() is None:
+            return True  # (ended already)
+        mine = green_lock(self.owner[0])
+        if mine is False:
+            return None
+        if mine is None:
+            mine = _thread.allocate_lock()
+            mine.acquire()
         self.waiters.append(mine)
         # (the token dead before the append: the drain is over, nobody releases this lock)
         if self.alive() is None or mine.acquire(True, self.bound) or self.alive() is None:
@@ -166,7 +178,10 @@ class Registry:
         """Another thread's build, waited for; then checked as any published context is."""
         if flight.mine():
             return Reason.REENTRANT  # our own stack is the builder: waiting would never end
-        if not flight.wait():
+        waited = flight.wait()
+        if waited is None:
+            return Reason.REENTRANT  # (this thread's hub, or no hub to yield to: see wait)
+        if not waited:
             return Reason.WAIT_TIMEOUT
         if isinstance(flight.result, Reason):
             return flight.result

@@ -40,7 +40,7 @@ class HeldBuild:
         self.waiting: list[int] = []
         real, real_wait = _files.read_checks, _registry.Flight.wait
 
-        def wait(flight: _registry.Flight) -> bool:
+        def wait(flight: _registry.Flight) -> bool | None:
             self.waiting.append(1)
             return real_wait(flight)
 
@@ -135,7 +135,7 @@ def test_a_flight_that_finds_its_context_published_gives_it_to_its_waiters(
     real_published, real_wait = registry._published, _registry.Flight.wait
     waiting, results, calls = threading.Event(), [], []
 
-    def wait(flight: _registry.Flight) -> bool:
+    def wait(flight: _registry.Flight) -> bool | None:
         waiting.set()
         return real_wait(flight)
 
