@@ -48,12 +48,20 @@ def from_signal_handler(exc: BaseException) -> bool:
     return False
 
 
+# What a green library throws into a greenlet at a switch (a kill, a timeout): like a signal
+# handler's, it is the greenlet's to raise, wherever it lands ("module", "class").
+_THROWN_IN = (("greenlet", "GreenletExit"), ("gevent.timeout", "Timeout"),
+              ("eventlet.timeout", "Timeout"))  # fmt: skip
+
+
 def propagate(exc: BaseException) -> Literal[False]:
     """Raise ``exc`` again where stock's code would raise it too: what a signal handler raised
-    (``from_signal_handler``), whatever its class, and anything not an Exception, MemoryError
-    and RecursionError, unless an audit hook raised it for an ``open`` of ours (stock's loads
-    are OpenSSL's, which fire none). Else False: "stock for this connection"."""
-    if from_signal_handler(exc):
+    (``from_signal_handler``) or a green library threw in, whatever its class, and anything not
+    an Exception, MemoryError and RecursionError, unless an audit hook raised it for an
+    ``open`` of ours (stock's loads are OpenSSL's, which fire none). Else False: "stock for
+    this connection"."""
+    kinds = [getattr(sys.modules.get(module), name, None) for module, name in _THROWN_IN]
+    if from_signal_handler(exc) or any(type(k) is type and isinstance(exc, k) for k in kinds):
         raise exc
     if isinstance(exc, Exception) and not isinstance(exc, MemoryError | RecursionError):
         return False

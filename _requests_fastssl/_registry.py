@@ -119,9 +119,9 @@ class Registry:
             self._failed.pop(key, None)
         flight = self._flights.get(key)
         if flight is not None and not flight.stale():
-            return self._join(key, flight)
+            return self._join(key, flight, paths, build)
         token, checks = Token(), None
-        me = Flight(token, WAIT_SECONDS, Reason.BUILD_FAILED)
+        me = Flight(token, WAIT_SECONDS)  # (no result: it ended without one, interrupted)
         try:
             # Claimed before the files are read: threads arriving meanwhile wait (under 300
             # threads, up to 20 read the bundle each and held a copy while they waited).
@@ -129,7 +129,7 @@ class Registry:
             if flight is not me and flight.stale():
                 flight = self._flights[key] = me
             if flight is not me:
-                return self._join(key, flight)
+                return self._join(key, flight, paths, build)
             found = self._published(key)  # (published by a build that ended meanwhile)
             if found is not None:
                 me.result = found  # (its waiters' result too)
@@ -174,8 +174,10 @@ class Registry:
                 return
             self.count("evictions")
 
-    def _join(self, key: Hashable, flight: Flight) -> Any:
-        """Another thread's build, waited for; then checked as any published context is."""
+    def _join(self, key: Hashable, flight: Flight, paths: tuple[str, ...], build: Build) -> Any:
+        """Another thread's build, waited for; then checked as any published context is. One
+        that ended with no result (its greenlet killed, a timeout or a signal's exception in
+        it, its stock error raised): this waiter asks again (its failure is remembered)."""
         if flight.mine():
             return Reason.REENTRANT  # our own stack is the builder: waiting would never end
         waited = flight.wait()
@@ -183,6 +185,8 @@ class Registry:
             return Reason.REENTRANT  # (this thread's hub, or no hub to yield to: see wait)
         if not waited:
             return Reason.WAIT_TIMEOUT
+        if flight.result is None:
+            return self.get(key, paths, build)
         if isinstance(flight.result, Reason):
             return flight.result
         return self._published(key) or Reason.FILE_CHANGED
