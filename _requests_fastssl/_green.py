@@ -13,7 +13,7 @@ from typing import Any
 
 from ._genuine import GENUINE_CONTEXT, _genuine_code, genuine_classes, known_function
 
-__all__ = ["GREEN", "context_classes", "green_lock", "whoami"]
+__all__ = ["GREEN", "class_code", "context_classes", "green_lock", "whoami"]
 
 _CODE = operator.attrgetter("__code__")
 # Their monkey patching puts a subclass of ssl.py's class in ``ssl.SSLContext`` (and urllib3's,
@@ -49,6 +49,12 @@ def context_classes(cls: Any) -> str | None:
         or ssl.SSLSocket is not vars(module).get(names[1])
     ):
         return "context-class"
+    return class_code(cls, module)
+
+
+def class_code(cls: type, module: types.ModuleType) -> str | None:
+    """None if every entry of the green class ``cls`` (defined in ``module``) is known, else
+    ``unknown-code`` (its module's own code, not tabled) or ``context-patched``."""
     ns = cls.__dict__
     last, names_, values, functions, codes = _GREEN_VERIFIED[0]
     if (
