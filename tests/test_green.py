@@ -12,7 +12,7 @@ Three kinds of assertion, kept apart:
 
 - ``test_stock_outcomes_under_green``: the shim gives stock's outcomes (and stock gives the
   outcome the case expects, so that two equal failures of the set-up pass for nothing).
-- ``test_SHARING_the_shim_shares_under_gevent``: not equivalence but the point of issue 42:
+- ``test_SHARING_the_shim_shares_under_green_patching``: not equivalence but the point of issue 42:
   N new connections with one bundle make one CA load and leave nothing to stock.
 - ``test_late_patch_steps_aside``: gevent or eventlet patched after urllib3 was imported;
   stock raises RecursionError on every new connection, and the shim must step aside
@@ -378,18 +378,19 @@ SHARED_CASES = [
 @pytest.mark.urllib3_2
 @pytest.mark.parametrize("case", SHARED_CASES, ids=lambda case: case.name)
 @pytest.mark.parametrize("order", ["patch-then-install", "install-then-patch"])
-def test_SHARING_the_shim_shares_under_gevent(
-    order: str, case: Case, world: World, tmp_path: Path
+@pytest.mark.parametrize("green", list(GREENS))
+def test_SHARING_the_shim_shares_under_green_patching(
+    green: str, order: str, case: Case, world: World, tmp_path: Path
 ) -> None:
-    """SHARING, a separate assertion from equivalence: under gevent, N new connections with
-    one bundle make one CA load into one context, and no connection is left to stock. (On
+    """SHARING, a separate assertion from equivalence: under gevent or eventlet, N new
+    connections with one bundle make one CA load into one context, none left to stock. (On
     main before issue 42 every one steps aside with context-class: this test fails there.)
     The shim installed after the patch (in code) or before it (sitecustomize.py, ``run``,
     ``pytest --fastssl``)."""
-    shim = run_child(world, tmp_path, "gevent", "shim", case, order)
+    shim = run_child(world, tmp_path, green, "shim", case, order)
     client = "client-a" if "cert=" in case.body else None
     assert shim.result["outcomes"] == [["200", client]] * N
-    assert shim.result["context_class"] == GREENS["gevent"][1]
+    assert shim.result["context_class"] == GREENS[green][1]
     assert shim.shim["step_aside_reasons"] == {}
     assert (shim.shim["ca_loads"], shim.shim["contexts_built"]) == (1, 1)
     assert shim.shim["connections"] == N
