@@ -59,35 +59,37 @@ TABLE: dict[str, dict[str, str]] = {
     "urllib3.util.ssl_._is_key_file_encrypted": {"0e14f5ef6b06c62d2f92cceba73ffaa1": "2.0.3-2.8.0"},
     # Green libraries' SSLContext overrides (_genuine.GREEN), "module.Class.name"; a property's
     # getter and setter share the name. Under any other release or a local patch: stock.
-    "gevent.ssl.SSLContext.wrap_socket": {"87fb563afbcfc29b27ff7cc36feee698": "26.9.0"},
-    "gevent.ssl.SSLContext.options": {"cd431ebc86c45d16090e2d5a2783c338": "26.9.0"},
-    "gevent.ssl.SSLContext.verify_flags": {"144cf003f64604098abbfc066900762b": "26.9.0"},
-    "gevent.ssl.SSLContext.verify_mode": {"f583606b753bf132997c9edadbf68ae7": "26.9.0"},
-    "gevent.ssl.SSLContext.minimum_version": {"ad4ce6db8bc8e0e6a24bfc52f06e56f1": "26.9.0"},
-    "gevent.ssl.SSLContext.maximum_version": {"8dbb0173155b67f70578348fa376674e": "26.9.0"},
+    "gevent.ssl.SSLContext.wrap_socket": {"87fb563afbcfc29b27ff7cc36feee698": "24.2.1-26.9.0"},
+    "gevent.ssl.SSLContext.options": {"cd431ebc86c45d16090e2d5a2783c338": "24.2.1-26.9.0"},
+    "gevent.ssl.SSLContext.verify_flags": {"144cf003f64604098abbfc066900762b": "24.2.1-26.9.0"},
+    "gevent.ssl.SSLContext.verify_mode": {"f583606b753bf132997c9edadbf68ae7": "24.2.1-26.9.0"},
+    "gevent.ssl.SSLContext.minimum_version": {"ad4ce6db8bc8e0e6a24bfc52f06e56f1": "24.2.1-26.9.0"},
+    "gevent.ssl.SSLContext.maximum_version": {"8dbb0173155b67f70578348fa376674e": "24.2.1-26.9.0"},
     "gevent.ssl.SSLContext._msg_callback": {
-        "7adee1c6a7b1816af0c0e8fe58cc11a6": "26.9.0",  # (the getter)
-        "aa5c196c2b1d412847133efa52a24e11": "26.9.0",
+        "7adee1c6a7b1816af0c0e8fe58cc11a6": "24.2.1-26.9.0",  # (the getter)
+        "aa5c196c2b1d412847133efa52a24e11": "24.2.1-26.9.0",
     },
     "gevent.ssl.SSLContext.sni_callback": {
-        "d396f6453f9f80b945bd2fd4789491f6": "26.9.0",  # (the getter)
-        "7bd5d51eb199e05b36d306a33d033483": "26.9.0",
+        "d396f6453f9f80b945bd2fd4789491f6": "24.2.1-26.9.0",  # (the getter)
+        "7bd5d51eb199e05b36d306a33d033483": "24.2.1-26.9.0",
     },
     "eventlet.green.ssl.GreenSSLContext.wrap_socket": {
-        "34f3d2a1418a312da6147e6f9ae8b646": "0.41.3"
+        "34f3d2a1418a312da6147e6f9ae8b646": "0.36.1-0.41.3"
     },
-    "eventlet.green.ssl.GreenSSLContext.options": {"69a2f8ad4da2622a4dd8ca468640c99b": "0.41.3"},
+    "eventlet.green.ssl.GreenSSLContext.options": {
+        "69a2f8ad4da2622a4dd8ca468640c99b": "0.36.1-0.41.3"
+    },
     "eventlet.green.ssl.GreenSSLContext.verify_flags": {
-        "7dda1a7e731c7d2740f69c2cbe047965": "0.41.3"
+        "7dda1a7e731c7d2740f69c2cbe047965": "0.36.1-0.41.3"
     },
     "eventlet.green.ssl.GreenSSLContext.verify_mode": {
-        "d15270e6f39f3d69eb5c524e21d38503": "0.41.3"
+        "d15270e6f39f3d69eb5c524e21d38503": "0.36.1-0.41.3"
     },
     "eventlet.green.ssl.GreenSSLContext.maximum_version": {
-        "7a89e57782a162a3fa9d1035cda1f11c": "0.41.3"
+        "7a89e57782a162a3fa9d1035cda1f11c": "0.36.1-0.41.3"
     },
     "eventlet.green.ssl.GreenSSLContext.minimum_version": {
-        "227e12d146067ea8ee635b49728730d0": "0.41.3"
+        "227e12d146067ea8ee635b49728730d0": "0.36.1-0.41.3"
     },
 }
 
