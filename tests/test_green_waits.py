@@ -135,3 +135,35 @@ print(json.dumps([[j.value.status_code for j in jobs], stats.ca_loads,
 """
     found = json.loads(run_python(code).strip().splitlines()[-1])
     assert found == [[200] * 5, 1, {}, "gevent.ssl"]
+
+
+def test_a_thread_started_before_patching_waits_beside_greenlets(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    # A real OS thread, started before monkey.patch_all(), that has no hub: its wait for a
+    # greenlet's build (made to yield) is on a lock of its own thread, released from the hub's.
+    code = f"""
+import threading
+go, out = threading.Event(), []
+def later():
+    go.wait()
+    out.append(one())
+early = threading.Thread(target=later)
+early.start()
+{
+        _CHILD.format(
+            patch="from gevent import monkey; monkey.patch_all()",
+            url=make_server().url,
+            bundle=pki.bundle,
+            during=_YIELD,
+            spawn="spawn = gevent.spawn; go.set()",
+        )
+    }
+early.join(60)
+print(json.dumps(out))
+"""
+    lines = run_python(code).strip().splitlines()
+    found, early = json.loads(lines[-2]), json.loads(lines[-1])
+    assert early == ["200"]
+    assert found["results"] == ["200"] * 8
+    assert (found["loads"], found["reasons"]) == (1, {})
