@@ -18,7 +18,8 @@ from ._files import propagate
 
 __all__ = [
     "GENUINE_CONTEXT", "GENUINE_SOCKET", "IDENTIFIED", "KnownCode", "genuine_classes",
-    "genuine_unpatched", "is_genuine_function", "known_function", "unknown_code_reason",
+    "genuine_unpatched", "is_genuine_function", "known_function", "plain_data",
+    "unknown_code_reason",
 ]  # fmt: skip
 
 # module name -> its file's code objects by qualified name; ids of code objects found genuine
@@ -214,7 +215,15 @@ def _from_ssl(name: str, value: Any) -> bool:
         return value.__objclass__ is GENUINE_CONTEXT  # (__dict__, __weakref__)
     if isinstance(value, type):  # sslsocket_class, sslobject_class
         return value.__module__ == "ssl" and value.__qualname__ in ("SSLSocket", "SSLObject")
-    return not callable(value) and not hasattr(value, "__get__")  # (__doc__, plain data)
+    return plain_data(value)  # (__doc__, __module__)
+
+
+def plain_data(value: Any) -> bool:
+    """Not code, and no descriptor either (a setter-only layer has no ``__get__``)."""
+    kind = type(value)
+    return not callable(value) and not any(
+        hasattr(kind, name) for name in ("__get__", "__set__", "__delete__")
+    )
 
 
 def genuine_unpatched() -> bool:

@@ -11,7 +11,7 @@ import sys
 import types
 from typing import Any
 
-from ._genuine import GENUINE_CONTEXT, _genuine_code, genuine_classes, known_function
+from ._genuine import GENUINE_CONTEXT, _genuine_code, genuine_classes, known_function, plain_data
 
 __all__ = ["GREEN", "class_code", "context_classes", "green_lock", "whoami"]
 
@@ -25,7 +25,8 @@ GREEN = {
     "eventlet.green.ssl": ("GreenSSLContext", "GreenSSLSocket"),
 }
 # The last green class's namespace found known, as _VERIFIED holds ssl.py's.
-_GREEN_VERIFIED: list[tuple[Any, ...]] = [(None, (), (), (), ())]
+_GREEN_VERIFIED: list[tuple[Any, ...]] = [(None, (), (), (), (), ())]
+_C_CONTEXT = GENUINE_CONTEXT.__mro__[1]  # (the C type every context class derives from)
 
 
 def context_classes(cls: Any) -> str | None:
@@ -56,24 +57,33 @@ def class_code(cls: type, module: types.ModuleType) -> str | None:
     """None if every entry of the green class ``cls`` (defined in ``module``) is known, else
     ``unknown-code`` (its module's own code, not tabled) or ``context-patched``."""
     ns = cls.__dict__
-    last, names_, values, functions, codes = _GREEN_VERIFIED[0]
+    last, names_, values, functions, codes, reads = _GREEN_VERIFIED[0]
     if (
         last is cls
         and tuple(ns) == names_
         and all(map(operator.is_, ns.values(), values))
         and all(map(operator.is_, map(_CODE, functions), codes))
+        and all(map(operator.is_, _reads(functions), reads))
     ):
         return None
     found = [_green_entry(name, value, module) for name, value in ns.items()]
-    if None in found:
-        return "context-patched"
-    if False in found:
-        return "unknown-code"
     items = tuple(ns.items())
     parts = [getattr(v, a, None) for _, v in items for a in ("fget", "fset", "fdel")]
     funcs = tuple(f for f in (*parts, *(v for _, v in items)) if type(f) is types.FunctionType)
-    _GREEN_VERIFIED[0] = (cls, tuple(ns), tuple(ns.values()), funcs, tuple(map(_CODE, funcs)))
+    # The globals its code reads: a context class there must be ssl.py's or this one (gevent's
+    # setters call ``super(orig_SSLContext, ...)``: another class would run once per build).
+    contexts = [v for v in _reads(funcs) if isinstance(v, type) and issubclass(v, _C_CONTEXT)]
+    if None in found or any(v is not GENUINE_CONTEXT and v is not cls for v in contexts):
+        return "context-patched"
+    if False in found:
+        return "unknown-code"
+    codes_ = tuple(map(_CODE, funcs))
+    _GREEN_VERIFIED[0] = (cls, tuple(ns), tuple(ns.values()), funcs, codes_, _reads(funcs))
     return None
+
+
+def _reads(functions: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(f.__globals__.get(n) for f in functions for n in f.__code__.co_names)
 
 
 def _green_entry(name: str, value: Any, module: types.ModuleType) -> bool | None:
@@ -92,7 +102,7 @@ def _green_entry(name: str, value: Any, module: types.ModuleType) -> bool | None
         return known_function(value, module)
     if isinstance(value, type):  # sslsocket_class: the library's own socket class
         return True if value is vars(module).get(GREEN[module.__name__][1]) else None
-    return True if not callable(value) and not hasattr(value, "__get__") else None
+    return True if plain_data(value) else None
 
 
 def whoami() -> tuple[int, Any]:
@@ -104,20 +114,25 @@ def whoami() -> tuple[int, Any]:
 
 
 def green_lock(builder: int) -> Any:
-    """A lock to wait on that yields to this thread's green hub, where one runs it (gevent's;
-    eventlet's only for a builder of this very thread: its locks do not cross threads); None
-    for a real lock; False where this greenlet may not wait (the hub itself, or nothing to
-    yield to while the builder is a greenlet of this thread: stock)."""
+    """A lock to wait on that yields to this thread's green hub, where ssl is a green library's
+    (so that stock's own handshake yields too) and a hub runs this thread: gevent's (released
+    from any thread), eventlet's (for a builder of this thread only: its locks do not cross
+    threads). None: a real wait. False: no wait that would not stop the builder or the hub
+    (the hub greenlet itself; a greenlet of the builder's thread with nothing to yield to):
+    stock, at once."""
     same = builder == _thread.get_native_id()
-    gevent_hub = sys.modules.get("gevent._hub_local")
-    hub = None if gevent_hub is None else gevent_hub.get_hub_if_exists()
-    if hub is not None:
-        if sys.modules["greenlet"].getcurrent() is hub:
-            return False
-        return sys.modules["gevent.lock"].Semaphore(0) if "gevent.lock" in sys.modules else False
-    eventlet_hubs = sys.modules.get("eventlet.hubs")
-    if same and eventlet_hubs is not None and "eventlet.semaphore" in sys.modules:
-        hub = eventlet_hubs._threadlocal.__dict__.get("hub")
-        if hub is not None and sys.modules["greenlet"].getcurrent() is not hub.greenlet:
-            return sys.modules["eventlet.semaphore"].Semaphore(0)
+    current = getattr(sys.modules.get("greenlet"), "getcurrent", None)
+    patched = getattr(ssl.SSLContext, "__module__", None)
+    if patched == "gevent.ssl":
+        hubs, lock = sys.modules.get("gevent._hub_local"), sys.modules.get("gevent.lock")
+        hub = hubs.get_hub_if_exists() if hubs is not None else None
+        if hub is not None and current is not None:
+            return False if current() is hub or lock is None else lock.Semaphore(0)
+    elif patched == "eventlet.green.ssl":
+        hubs, lock = sys.modules.get("eventlet.hubs"), sys.modules.get("eventlet.semaphore")
+        hub = vars(hubs._threadlocal).get("hub") if hubs is not None else None
+        if hub is not None and current is not None:
+            if not same or current() is hub.greenlet or lock is None:
+                return False
+            return lock.Semaphore(0)
     return False if same else None

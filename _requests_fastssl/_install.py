@@ -218,8 +218,8 @@ def _activate(deferred: bool = False) -> None:
     import urllib3.util.ssl_
     import wrapt
 
-    from ._genuine import GENUINE_CONTEXT, known_function
     from ._genuine import _compiled as compiled
+    from ._genuine import known_function
     from ._green import context_classes
     from ._known import FUNCTIONS
     from ._policy import Settings
@@ -233,8 +233,7 @@ def _activate(deferred: bool = False) -> None:
     try:  # (its code identified now too, once, not in a first request; failing: the set-up asks)
         for module_name, function in FUNCTIONS:
             known_function(getattr(sys.modules[module_name], function), sys.modules[module_name])
-        if urllib3.util.ssl_.SSLContext is not GENUINE_CONTEXT:  # (gevent's, eventlet's)
-            context_classes(urllib3.util.ssl_.SSLContext)
+        context_classes(urllib3.util.ssl_.SSLContext)  # (gevent's, eventlet's: the overrides)
     except Exception:
         pass
     owner, name, wrapper = _compat.hook()

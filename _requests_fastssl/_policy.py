@@ -63,7 +63,8 @@ class Reason(enum.Enum):
         "password): stock raises its own error")
     FILE_CHANGED = ("file-changed", "a file changed while its context was built")
     REENTRANT = ("reentrant", "this thread is already building that context (a signal handler or "
-        "a hook made a request from inside the build)")
+        "a hook made a request from inside the build; a greenlet of the builder's thread that "
+        "cannot yield to a hub)")
     WAIT_TIMEOUT = ("wait-timeout", "another thread's build of the same context did not end "
         "within the bound")
     CALL_SHAPE = ("call-shape", "urllib3 called its set-up with arguments the shim does not know")

@@ -6,7 +6,7 @@ contexts (not those a thread was in a handshake with) and no flights."""
 
 from __future__ import annotations
 
-import _thread
+import _queue
 import contextlib
 import functools
 import logging
@@ -38,9 +38,6 @@ _perf_counter = _perf_counter if type(_perf_counter) is types.BuiltinFunctionTyp
 Build = Callable[[tuple[FileCheck, ...]], Any]
 _NOT_COUNTED = ("build_seconds", "entries", "step_aside_reasons", "mean_load_seconds")
 _COUNTERS = tuple(name for name in Stats._fields if name not in _NOT_COUNTED)
-# (C for a thread's lock; a green library's release is its own code, which wakes its waiter on
-# its hub, in another thread too: gevent's)
-_RELEASE = operator.methodcaller("release")
 
 
 class Token:
@@ -58,8 +55,10 @@ class Flight:
     __slots__ = ("alive", "bound", "expired", "fork", "owner", "result", "waiters")
 
     def __init__(self, token: Token, bound: float, result: Any = None) -> None:
-        self.waiters: list[Any] = []  # (the map reads it as it drains: later appends included)
-        wake = functools.partial(dict.fromkeys, map(_RELEASE, self.waiters))
+        # Each waiter's wake-up, called without arguments (the map reads the list as it drains:
+        # later appends included).
+        self.waiters: list[Callable[[], Any]] = []
+        wake = functools.partial(dict.fromkeys, map(operator.call, self.waiters))
         self.alive = weakref.ref(token, wake)
         self.owner = whoami()
         self.bound, self.fork, self.result, self.expired = bound, FORKS[0], result, False
@@ -76,16 +75,31 @@ class Flight:
         None if this greenlet cannot wait without stopping the builder (stock, at once)."""
         if self.alive() is None:
             return True  # (ended already)
-        mine = green_lock(self.owner[0])
-        if mine is False:
+        green = green_lock(self.owner[0])
+        if green is False:
             return None
-        if mine is None:
-            mine = _thread.allocate_lock()
-            mine.acquire()
-        self.waiters.append(mine)
-        # (the token dead before the append: the drain is over, nobody releases this lock)
-        if self.alive() is None or mine.acquire(True, self.bound) or self.alive() is None:
-            return True
+        if green is None:
+            # A queue of the C module, which no monkey patching replaces (a patched lock of a
+            # thread with no hub would wait on a hub that never runs: eventlet's).
+            real: _queue.SimpleQueue[None] = _queue.SimpleQueue()
+            self.waiters.append(functools.partial(real.put, None))
+            # (the token dead before the append: the drain is over, nobody wakes this one)
+            if self.alive() is None:
+                return True
+            try:
+                real.get(True, self.bound)
+                return True
+            except _queue.Empty:
+                if self.alive() is None:
+                    return True
+                self.expired = True  # (the next thread to come builds for itself)
+                return False
+        self.waiters.append(green.release)
+        try:
+            if self.alive() is None or green.acquire(True, self.bound) or self.alive() is None:
+                return True
+        except Exception as exc:  # thrown into this greenlet at the switch: its own, as its
+            raise StockError(exc) from None  # timeout's in stock (a BaseException propagates)
         self.expired = True  # (the next thread to come builds for itself)
         return False
 

@@ -728,3 +728,34 @@ def test_a_context_method_rewritten_in_place_after_the_first_connection(
     stock, shim = stock_and_shim(run)
     assert shim == stock
     assert stock[-1] == 3
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("green", ["none", "gevent"])
+def test_a_setter_only_layer_on_a_context_class_is_judged_as_code(
+    green: str, make_server: ServerFactory, pki: PKI
+) -> None:
+    """An auditing layer that forwards each write of ``minimum_version`` and has no ``__get__``
+    (so reads go to the instance, as before): stock runs it on every connection. It is not
+    plain data, on ssl.py's class or on gevent's (attack round of issue 42)."""
+    if green == "gevent":
+        pytest.importorskip("gevent", reason="gevent has no wheel for this Python")
+    server = make_server()
+    code = f"""
+{"from gevent import monkey; monkey.patch_all()" if green == "gevent" else ""}
+import inspect, ssl, requests_fastssl, requests
+cls = ssl.SSLContext
+inner = inspect.getattr_static(cls, "minimum_version")  # (ssl.py's property, or gevent's)
+writes = []
+class Audited:
+    def __set__(self, obj, value):
+        writes.append(value)
+        inner.__set__(obj, value)
+cls.minimum_version = Audited()
+for _ in range(3):
+    with requests.Session() as s:
+        print(s.get({server.url!r}, verify={pki.bundle!r}).status_code)
+print(len(writes), dict(requests_fastssl.stats().step_aside_reasons))
+"""
+    lines = run_python(code).splitlines()
+    assert lines == ["200", "200", "200", "3 {'context-patched': 3}"]

@@ -167,3 +167,53 @@ print(json.dumps(out))
     assert early == ["200"]
     assert found["results"] == ["200"] * 8
     assert (found["loads"], found["reasons"]) == (1, {})
+
+
+def test_an_exception_thrown_into_a_waiting_greenlet_reaches_it(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    # A gevent threadpool thread builds (its hook yields that thread's hub); a greenlet waiting
+    # for it has its timeout fire, with an Exception class: that greenlet raises it, as its
+    # timeout would in stock (not swallowed as a bug of the shim's, the request succeeding).
+    spawn = (
+        "pool = gevent.get_hub().threadpool\n"
+        "def timed():\n"
+        "    while not first: gevent.sleep(0.001)\n"
+        "    with gevent.Timeout(0.01, ValueError):\n"
+        "        return one()\n"
+        "turn = iter(range(100))\n"
+        "spawn = lambda f: pool.spawn(f) if next(turn) == 0 else gevent.spawn(timed)"
+    )
+    found = _run(make_server().url, pki, patch="from gevent import monkey; monkey.patch_all()",
+                 spawn=spawn, during="gevent.sleep(0.2)")  # fmt: skip
+    assert found["results"] == ["200"] + ["ValueError"] * 7
+    assert "internal-error" not in found["reasons"]
+
+
+def test_a_plain_program_that_runs_a_gevent_hub_waits_without_yielding(
+    make_server: ServerFactory, pki: PKI
+) -> None:
+    # gevent imported, not patched, a hub in the main thread: stock's request never yields, so
+    # a gevent.Timeout around it cannot fire; nor may the shim's wait for another thread's build.
+    code = f"""
+import json, sys, threading, time
+import gevent, gevent.lock
+import requests_fastssl, requests
+gevent.sleep(0)  # (a hub in this thread now)
+URL, BUNDLE = {make_server().url!r}, {pki.bundle!r}
+inside, first = threading.Event(), []
+def hook(event, args):
+    if event == "open" and args[0] == BUNDLE and not first:
+        first.append(1)
+        inside.set()
+        time.sleep(0.1)
+sys.addaudithook(hook)
+builder = threading.Thread(target=lambda: requests.get(URL, verify=BUNDLE))
+builder.start()
+inside.wait(30)
+with gevent.Timeout(0.02):
+    print(requests.get(URL, verify=BUNDLE).status_code)
+builder.join(30)
+print(json.dumps(requests_fastssl.stats().step_aside_reasons))
+"""
+    assert run_python(code).splitlines() == ["200", "{}"]

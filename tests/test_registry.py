@@ -119,7 +119,7 @@ def test_the_end_of_a_build_releases_every_waiter_at_once() -> None:
     held = [_thread.allocate_lock() for _ in range(3)]
     for lock in held:  # (as three waiters have registered theirs)
         lock.acquire()
-        flight.waiters.append(lock)
+        flight.waiters.append(lock.release)
     del token
     assert [lock.locked() for lock in held] == [False] * 3
     assert flight.wait()  # (arriving after the end: returns at once)
@@ -131,6 +131,7 @@ def test_a_waiter_interrupted_anywhere_holds_up_no_other() -> None:
     handler would): the waiters after it still wake when the build ends, not at the bound."""
     token = _registry.Token()
     flight = _registry.Flight(token, 0.01)  # (the uninterrupted count's wait: over at once)
+    flight.owner = (-1, None)  # (another thread's build: this thread's own is never waited on)
     code = {_registry.Flight.wait.__code__}
     points = interrupted_at(10**9, code, flight.wait)
     assert points > 3
