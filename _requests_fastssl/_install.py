@@ -80,6 +80,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
             STATE.phase, STATE.reason = "disabled", STATE.veto
             return
         STATE.wanted, STATE.strict = True, strict
+        _watch_httpx()
         if not STATE.active:
             connection = sys.modules.get(_import_hook.TARGET)
             if connection is None:
@@ -105,6 +106,9 @@ def uninstall() -> Status:
     with _lock:
         STATE.wanted = STATE.active = False
         _import_hook.remove()  # (the wait for urllib3, and for requests.adapters to warm)
+        httpx = sys.modules.get("_requests_fastssl._httpx")
+        if httpx is not None:
+            httpx.deactivate()
         if STATE.handles:
             import wrapt
 
@@ -186,7 +190,11 @@ def stats() -> Stats:
     """The registry's counters (see ``Stats``)."""
     from ._registry import REGISTRY
 
-    return REGISTRY.stats()
+    found = REGISTRY.stats()
+    httpx = sys.modules.get("_requests_fastssl._httpx")
+    if httpx is not None:
+        found = found._replace(httpx_step_aside_reasons=httpx.reasons())
+    return found
 
 
 def clear() -> None:
@@ -261,6 +269,40 @@ def _on_urllib3_imported(module: ModuleType) -> None:
         with _lock:
             STATE.phase, STATE.reason = "unsupported", f"patching failed: {exc!r}"
         _logger().exception("requests_fastssl: patching urllib3 failed; it stays stock")
+
+
+# httpx (0.28) follows its own import as urllib3's patch follows urllib3's: the module whose
+# binding of create_ssl_context its transports call (docs/design.md, httpx).
+_HTTPX = "httpx._transports.default"
+
+
+def _watch_httpx() -> None:
+    """With the lock: share httpx's transports' contexts now if httpx is imported, else when
+    it is (nothing of httpx's, nor wrapt or ssl, is imported for it before)."""
+    module = sys.modules.get(_HTTPX)
+    if module is None:
+        _import_hook.add(_HTTPX, _on_httpx_imported)
+    elif not _initializing(module):
+        _import_hook.remove(_HTTPX)
+        _activate_httpx()
+    # (else being imported: by our hook's loader, which calls back; by another past it: stock)
+
+
+def _activate_httpx() -> None:
+    try:
+        from . import _httpx
+
+        _httpx.activate()
+    except Exception:  # (never into the program's import of httpx: it stays stock)
+        _logger().exception("requests_fastssl: patching httpx failed; it stays stock")
+
+
+def _on_httpx_imported(module: ModuleType) -> None:
+    """The import hook's callback for httpx; never raises."""
+    with _lock:
+        _import_hook.remove(_HTTPX)
+        if STATE.wanted:
+            _activate_httpx()
 
 
 _ADAPTERS = "requests.adapters"

@@ -57,6 +57,27 @@ TABLE: dict[str, dict[str, str]] = {
     "urllib3.util.ssl_.resolve_cert_reqs": {"f4f285a170768eaa74dd5f7e6cc5f8b3": "2.0.3-2.8.0"},
     "urllib3.util.ssl_.resolve_ssl_version": {"ffe08514b0f237db2421c84537c0dd4a": "2.0.3-2.8.0"},
     "urllib3.util.ssl_._is_key_file_encrypted": {"0e14f5ef6b06c62d2f92cceba73ffaa1": "2.0.3-2.8.0"},
+    # httpx (_httpx.FUNCTIONS): keys by qualified name, fingerprints of the block dedented
+    # (_httpx._fingerprint). 0.27 builds through SSLConfig: not tabled, stock.
+    "httpx._config.create_ssl_context": {"1c99a0f2e58e1cd056856072b8a87da8": "httpx 0.28.1"},
+    "httpx._transports.default.HTTPTransport.__init__": {
+        "7efd93cd22ed4f0ceb2fce3faa470882": "httpx 0.28.1",
+    },
+    "httpx._transports.default.AsyncHTTPTransport.__init__": {
+        "ff5979a552fdd6ec3385116a5f98a8db": "httpx 0.28.1",
+    },
+    "httpcore._sync.connection.HTTPConnection._connect": {
+        "431016d2643b9d0b344f9937b2ec123e": "httpcore 1.0.9",
+    },
+    "httpcore._async.connection.AsyncHTTPConnection._connect": {
+        "1ec18a43e4513f6e3a7a25fac70d488e": "httpcore 1.0.9",
+    },
+    "httpcore._sync.http_proxy.TunnelHTTPConnection.handle_request": {
+        "a59460b5b2698894aa7c9bc339b8cb27": "httpcore 1.0.9",
+    },
+    "httpcore._async.http_proxy.AsyncTunnelHTTPConnection.handle_async_request": {
+        "40c23c9cb5b85bded681650611df958e": "httpcore 1.0.9",
+    },
 }
 
 

@@ -1,0 +1,468 @@
+"""httpx 0.28's transports: the context ``HTTPTransport`` and ``AsyncHTTPTransport`` build in
+their ``__init__`` (``create_ssl_context``, as ``httpx._transports.default`` binds it) is served
+from the registry, one frozen context per trust configuration, built as httpx's own function
+builds it; anything else is httpx's own call, untouched (docs/design.md, httpx).
+
+Only that binding is wrapped: a program's ``httpx.create_ssl_context()`` (the names in
+``httpx`` and ``httpx._config``) is not, so what it returns stays the program's. The wrapper
+serves a shared context only when its caller is one of the two transports' own ``__init__``
+and every function whose steps it mirrors or whose writes the context must accept (httpcore's
+``set_alpn_protocols`` before each handshake) is a variant in ``_known.TABLE``."""
+
+from __future__ import annotations
+
+import contextlib
+import dis
+import io
+import logging
+import os
+import ssl
+import symtable
+import sys
+import types
+import warnings
+from collections.abc import Hashable
+from typing import Any
+
+from . import _contexts, _known
+from ._contexts import _pinned, _stock, _through
+from ._files import FileCheck, propagate
+from ._genuine import GENUINE_CONTEXT, _compiled, _genuine_code, genuine_classes, genuine_unpatched
+from ._policy import Reason, StockError, _Secret
+from ._registry import REGISTRY
+from ._state import STATE
+
+__all__ = ["FUNCTIONS", "TARGET", "activate", "deactivate", "reasons", "wrapper"]
+
+_log = logging.getLogger("requests_fastssl")
+# The module whose binding is wrapped, imported by ``import httpx``.
+TARGET = "httpx._transports.default"
+TAG = "httpx"  # (first item of every key: never one of urllib3's keys)
+# Every function the shared path relies on, by module and qualified name: the builder it
+# mirrors, the two callers it serves (their flags decide ALPN), and httpcore's writers of
+# ALPN on the transport's context (a shared context accepts exactly their list).
+FUNCTIONS = (
+    ("httpx._config", "create_ssl_context"),
+    ("httpx._transports.default", "HTTPTransport.__init__"),
+    ("httpx._transports.default", "AsyncHTTPTransport.__init__"),
+    ("httpcore._sync.connection", "HTTPConnection._connect"),
+    ("httpcore._async.connection", "AsyncHTTPConnection._connect"),
+    ("httpcore._sync.http_proxy", "TunnelHTTPConnection.handle_request"),
+    ("httpcore._async.http_proxy", "AsyncTunnelHTTPConnection.handle_async_request"),
+)
+_BUGS = (AttributeError, LookupError, OSError, RuntimeError, TypeError, ValueError)
+_ON = [False]  # read by the wrapper on every call (uninstall() turns it off)
+_HANDLES: list[tuple[Any, str, Any]] = []
+_REASONS: dict[str, int] = {}
+_ANNOUNCED: dict[str, object] = {}
+
+
+# --- known code: methods too (docs/design.md, Known code only) ----------------------------
+
+_FOUND: dict[int, tuple[types.CodeType, bool]] = {}
+_IMPORTS: dict[str, frozenset[str]] = {}
+
+
+def _module_imports(name: str, source: str) -> frozenset[str]:
+    """The names the module imports at its top level, at any depth of ``if``/``try`` (an
+    ``import ssl`` under ``TYPE_CHECKING`` included): CPython's compiler calls an imported
+    name's attributes differently, from the module's symbol table, whatever runs."""
+    found = _IMPORTS.get(name)
+    if found is None:
+        table = symtable.symtable(source, "<module>", "exec")
+        found = frozenset(s.get_name() for s in table.get_symbols() if s.is_imported())
+        _IMPORTS[name] = found
+    return found
+
+
+def _fingerprint(module: types.ModuleType, func: Any) -> str | None:
+    """The fingerprint of ``func`` (a function or method of ``module``), taken only from source
+    that compiles to its code: the block, dedented for the tokens, compiled at its own lines
+    (inside a class of its name for a method) with the module's imports declared, must give
+    a code object equal to the live one. None: no such source."""
+    code = func.__code__
+    source = _known.source_of(module.__name__)
+    if source is None or code.co_firstlineno < 3:
+        return None
+    lines = io.StringIO(source).readlines()[code.co_firstlineno - 1 :]
+    indent = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
+    flat = [line[len(indent) :] if line.startswith(indent) else line for line in lines]
+    found = _known._block("".join(flat), 1, code.co_name)
+    if found is None:
+        return None
+    block = lines[: len(found[1])]
+    owner = code.co_qualname.rpartition(".")[0]
+    if "." in owner or "<" in owner:
+        return None  # (nested: not a shape this reads)
+    imported = sorted(_module_imports(module.__name__, source))
+    head = f"import {', '.join(imported)}" if imported else ""
+    text = head + "\n" * (code.co_firstlineno - 1 - bool(owner))
+    text += f"class {owner}:\n" if owner else ""
+    import __future__
+
+    futures = sum(getattr(__future__, n).compiler_flag for n in __future__.all_feature_names)
+    try:
+        compiled = compile(text + "".join(block), code.co_filename, "exec",
+                           flags=code.co_flags & futures, dont_inherit=True,
+                           optimize=sys.flags.optimize)  # fmt: skip
+    except (SyntaxError, ValueError):
+        return None
+    todo = [compiled]
+    while todo:
+        for const in todo.pop().co_consts:
+            if isinstance(const, types.CodeType):
+                if const == code:
+                    return found[0]
+                todo.append(const)
+    return None
+
+
+def _resolve(module_name: str, qualname: str) -> tuple[types.ModuleType | None, Any]:
+    module = sys.modules.get(module_name)
+    owner, _, name = qualname.rpartition(".")
+    space: Any = vars(module) if module is not None else {}
+    if owner:
+        cls = space.get(owner)
+        space = vars(cls) if isinstance(cls, type) else {}
+    return module, space.get(name)
+
+
+def _own(func: Any, module: types.ModuleType) -> bool:
+    """``_genuine``'s judgement without its ``__module__`` test: httpx renames its public
+    objects' ``__module__`` to ``httpx``; the namespace and the code decide."""
+    if type(func) is not types.FunctionType or func.__globals__ is not vars(module):
+        return False
+    code = func.__code__
+    return any(code == c for c in _compiled(module.__name__).get(code.co_qualname, ()))
+
+
+def _known_one(module: types.ModuleType, func: Any) -> bool | None:
+    """True: the module's own function and a tabled variant; False: its own, not tabled;
+    None: not its own (a layer, a replacement)."""
+    if not _own(func, module):
+        return None
+    code = func.__code__
+    found = _FOUND.get(id(code))
+    if found is None or found[0] is not code:
+        variants = _known.TABLE.get(f"{module.__name__}.{code.co_qualname}", {})
+        try:
+            known = _fingerprint(module, func) in variants
+        except Exception as exc:  # (a source the tokenizer or symtable refuses: not known)
+            known = propagate(exc)
+        found = _FOUND[id(code)] = (code, known)
+    return found[1]
+
+
+_MEMO: list[tuple[Any, ...]] = [()]
+
+
+def known() -> Reason | None:
+    """None if every function of ``FUNCTIONS`` is its module's own and tabled, else why not:
+    ``layer-below`` (something else stands there) or ``unknown-code``. By identity with the
+    last reading found known, codes included."""
+    read = [_resolve(module, name)[1] for module, name in FUNCTIONS]
+    read += [getattr(f, "__code__", None) for f in read]
+    if len(read) == len(_MEMO[0]) and all(a is b for a, b in zip(read, _MEMO[0], strict=True)):
+        return None
+    for module_name, name in FUNCTIONS:
+        module, func = _resolve(module_name, name)
+        own = None if module is None else _known_one(module, func)
+        if module is None:  # (httpcore is imported by the first transport, not by httpx)
+            return Reason.UNKNOWN_CODE
+        if own is None:
+            return Reason.LAYER_BELOW
+        if not own:
+            return Reason.UNKNOWN_CODE
+    _MEMO[0] = tuple(read)
+    return None
+
+
+def unknown_code_reason() -> str | None:
+    """What the log says once where httpx's code is its own but not a variant reviewed."""
+    for module_name, name in FUNCTIONS:
+        module, func = _resolve(module_name, name)
+        if module is not None and _known_one(module, func) is False:
+            version = getattr(sys.modules.get("httpx"), "__version__", "?")
+            return (f"httpx {version}: {module_name}.{name} is not code this shim has "
+                    "reviewed; every httpx client builds its own context, as stock")  # fmt: skip
+    return None
+
+
+# --- the warnings create_ssl_context issues, as it issues them ------------------------------
+
+_WARNINGS: dict[int, tuple[types.CodeType, tuple[tuple[str, int], ...]]] = {}
+
+
+def _warnings_of(code: types.CodeType) -> tuple[tuple[str, int], ...]:
+    """The (message, line) of each ``warnings.warn(message, DeprecationWarning)`` in the tabled
+    builder, in order (``verify=<str>``'s, then ``cert=``'s), read from its code: the line is
+    the one stock's warning names (its frame's line at the call, stacklevel 1)."""
+    found = _WARNINGS.get(id(code))
+    if found is None or found[0] is not code:
+        messages: list[str] = []
+        lines: list[int] = []
+        pending, prev = False, None
+        for ins in dis.get_instructions(code):
+            if ins.opname == "STORE_FAST" and ins.argval == "message" and prev is not None:
+                messages.append(prev)
+            prev = ins.argval if ins.opname == "LOAD_CONST" else None
+            if ins.argval == "warn" and ins.opname in ("LOAD_METHOD", "LOAD_ATTR"):
+                pending = True
+            elif pending and ins.opname == "CALL":
+                lines.append((ins.positions and ins.positions.lineno) or 0)
+                pending = False
+        if len(messages) != 2 or len(lines) != 2 or 0 in lines:
+            raise TypeError("create_ssl_context's warnings could not be read")
+        found = _WARNINGS[id(code)] = (code, tuple(zip(messages, lines, strict=True)))
+    return found[1]
+
+
+def _warn(builder: Any, which: int) -> None:
+    """Stock's ``DeprecationWarning`` number ``which``, as ``warnings.warn`` issues it from
+    inside httpx/_config.py: its file, line, module name and registry, so ``-W`` filters on
+    ``httpx._config`` and once/default deduplication act as on stock's own."""
+    message, line = _warnings_of(builder.__code__)[which]
+    space = builder.__globals__
+    registry = space.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(message, DeprecationWarning, builder.__code__.co_filename, line,
+                           space["__name__"], registry)  # fmt: skip
+
+
+# --- the decision and the build --------------------------------------------------------------
+
+
+class _CertStep(StockError):
+    """Stock's error from the client certificate's load (after the cert warning in stock)."""
+
+
+def _decide(inputs: dict[str, Any], alpn: tuple[str, ...]) -> Reason | tuple[Any, ...]:
+    """(key, paths, cafile, cert triple) for one transport's context, or why stock: inputs read
+    as 0.28's ``create_ssl_context`` reads them, in its order."""
+    verify, cert, trust_env = inputs["verify"], inputs["cert"], inputs["trust_env"]
+    if type(trust_env) is not bool:
+        return Reason.CALL_SHAPE
+    if verify is True:
+        if trust_env and os.environ.get("SSL_CERT_FILE"):
+            cafile = os.environ["SSL_CERT_FILE"]
+        elif trust_env and os.environ.get("SSL_CERT_DIR"):
+            return Reason.CA_DIRECTORY
+        else:
+            import certifi  # (as the builder imports it)
+
+            cafile = certifi.where()
+    elif verify is False:
+        cafile = None
+    elif type(verify) is str:
+        if os.path.isdir(verify):
+            return Reason.CA_DIRECTORY
+        cafile, cert = verify, None  # (0.28 returns before cert is handled: never loaded)
+    elif isinstance(verify, ssl.SSLContext):
+        return Reason.OWN_CONTEXT
+    else:
+        return Reason.CALL_SHAPE
+    if cafile is not None and "SSLKEYLOGFILE" in os.environ:
+        return Reason.KEY_LOG  # (create_default_context opens it; verify=False's does not)
+    if type(cafile) not in (str, type(None)):
+        return Reason.CALL_SHAPE
+    triple: tuple[Any, Any, Any] = (None, None, None)
+    if cert:
+        parts = (cert,) if type(cert) is str else cert
+        if type(parts) is not tuple or not 1 <= len(parts) <= 3 or type(parts[0]) is not str:
+            return Reason.CALL_SHAPE
+        triple = (*parts, *(None,) * (3 - len(parts)))
+        if type(triple[1]) not in (str, type(None)):
+            return Reason.CALL_SHAPE
+        if callable(triple[2]):
+            return Reason.KEY_PASSWORD_CALLABLE
+        if type(triple[2]) not in (str, bytes, type(None)):
+            return Reason.CALL_SHAPE
+    if not genuine_classes() or ssl.SSLContext is not GENUINE_CONTEXT:
+        return Reason.CONTEXT_CLASS  # (truststore.inject_into_ssl(), gevent)
+    if not genuine_unpatched() or not _genuine_code(ssl.create_default_context, "ssl"):
+        return Reason.CONTEXT_PATCHED
+    paths = tuple(p for p in (cafile, triple[0], triple[1]) if p)
+    key: tuple[Hashable, ...] = (TAG, cafile, triple[0], triple[1], _Secret((triple[2],)), alpn)
+    return key, paths, cafile, triple
+
+
+def _build(cafile: str | None, triple: tuple[Any, Any, Any], alpn: tuple[str, ...],
+           checks: tuple[FileCheck, ...]) -> ssl.SSLContext:  # fmt: skip
+    """A frozen context made as 0.28's ``create_ssl_context`` makes it (``verify=True`` or a
+    file: ``ssl.create_default_context(cafile=...)``; ``verify=False``: a client context not
+    verifying), the files loaded through the descriptors their checks read."""
+    ctx: ssl.SSLContext
+    if cafile is None:
+        ctx = _stock(ssl.SSLContext, ssl.PROTOCOL_TLS_CLIENT)
+        _stock(setattr, ctx, "check_hostname", False)
+        _stock(setattr, ctx, "verify_mode", ssl.CERT_NONE)
+    else:
+        with _pinned(checks[:1]) as names:
+            made: list[ssl.SSLContext] = []
+
+            def create(name: str) -> None:
+                made.append(ssl.create_default_context(cafile=name))
+
+            _through(names, create, names[0])
+            ctx = made[0]
+    if type(ctx) is not GENUINE_CONTEXT:
+        raise TypeError(f"ssl made a {type(ctx).__qualname__}, not an ssl.SSLContext")
+    if ctx.keylog_filename is not None:  # (SSLKEYLOGFILE set after the decision)
+        from ._policy import Aside
+
+        raise Aside(Reason.SETTINGS_CHANGED)
+    certfile, keyfile, password = triple
+    if certfile:
+        chain = checks[cafile is not None :]
+        if password is None and any(b"ENCRYPTED" in check.contents for check in chain):
+            # OpenSSL would ask for the passphrase on the terminal, as stock does per client.
+            raise ssl.SSLError("an encrypted key without a password: left to stock")
+        try:
+            with _pinned(chain) as pins:
+                given = (pins[0], keyfile and pins[-1], *(() if password is None else (password,)))
+                _through(pins, ctx.load_cert_chain, *given)
+        except StockError as err:
+            raise _CertStep(err.error, err.transient) from None
+    _stock(ctx.set_alpn_protocols, list(alpn))
+    _contexts._ALPN[ctx] = alpn  # (the list httpcore writes before each handshake: accepted)
+    ctx.__class__ = _contexts.FrozenContext
+    return ctx
+
+
+def _context(builder: Any, inputs: dict[str, Any], alpn: tuple[str, ...]) -> Any:
+    """The shared context (its warnings issued as stock issues them), a Reason for stock, or
+    stock's own error raised."""
+    decision = _decide(inputs, alpn)
+    if isinstance(decision, Reason):
+        return decision
+    key, paths, cafile, triple = decision
+    verify_str = type(inputs["verify"]) is str
+    try:
+        found = REGISTRY.get(key, paths, lambda checks: _build(cafile, triple, alpn, checks))
+    except _CertStep as failed:  # (the CA loaded: stock warned of cert=, then failed)
+        _warn(builder, 1)
+        raise failed.error from failed.error.__cause__
+    except StockError as failed:  # (the CA's load failed: only verify=<str>'s warning came first)
+        if verify_str:
+            _warn(builder, 0)
+        raise failed.error from failed.error.__cause__
+    if isinstance(found, Reason):
+        return found  # (nothing issued yet: stock issues every warning itself)
+    if verify_str:
+        _warn(builder, 0)
+    elif triple[0]:
+        _warn(builder, 1)
+    return found
+
+
+def _caller(frame: Any) -> Any:
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("wrapt"):
+        frame = frame.f_back  # (wrapt without its C extension adds frames of its own)
+    return frame
+
+
+def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    """On ``httpx._transports.default.create_ssl_context``: a transport's context, shared."""
+    if not _ON[0]:
+        return wrapped(*args, **kwargs)
+    frame = _caller(sys._getframe(1))
+    transports = sys.modules.get(TARGET)
+    inits = [getattr(vars(transports).get(cls), "__dict__", {}).get("__init__")
+             for cls in ("HTTPTransport", "AsyncHTTPTransport")]  # fmt: skip
+    if frame is None or not any(frame.f_code is getattr(f, "__code__", 0) for f in inits):
+        return wrapped(*args, **kwargs)  # (not a transport's call: its caller's own context)
+    del transports
+    try:
+        builder = sys.modules.get("httpx._config")
+        own = builder is not None and _own(wrapped, builder)
+        reason: Any = known() or (None if own else Reason.LAYER_BELOW)
+        if reason is None and (args or set(kwargs) != {"verify", "cert", "trust_env"}):
+            reason = Reason.CALL_SHAPE
+        if reason is None:
+            local = frame.f_locals
+            http2, proxy = local.get("http2"), local.get("proxy")
+            del frame, local
+            if type(http2) is not bool:
+                reason = Reason.CALL_SHAPE
+            elif proxy is not None and proxy.url.scheme not in ("http", "https"):
+                reason = Reason.UNKNOWN_CODE  # (SOCKS: its httpcore code is not reviewed)
+            else:
+                alpn = ("http/1.1", "h2") if http2 else ("http/1.1",)
+                reason = _context(wrapped, dict(kwargs), alpn)
+    except _BUGS as exc:
+        propagate(exc)
+        _log.exception("requests_fastssl: internal error; this httpx client builds its own")
+        reason = Reason.INTERNAL_ERROR
+    if isinstance(reason, Reason):
+        _aside(reason)
+        return wrapped(*args, **kwargs)
+    REGISTRY.count("httpx_transports")
+    return reason
+
+
+def _aside(reason: Reason) -> None:
+    REGISTRY.count("httpx_step_asides")
+    _REASONS[reason.code] = _REASONS.get(reason.code, 0) + 1
+    token = object()
+    if _ANNOUNCED.setdefault(reason.code, token) is token:
+        text = unknown_code_reason() if reason is Reason.UNKNOWN_CODE else None
+        with contextlib.suppress(Exception):  # (an application's log filter may raise)
+            _log.log(
+                20 if _log.level == 20 else 10,
+                "requests_fastssl: an httpx transport's context was left to httpx's own build "
+                "(%s): %s (logged once per reason; stats().httpx_step_aside_reasons counts them)",
+                reason.code, text or reason.text,
+            )  # fmt: skip
+
+
+def reasons() -> dict[str, int]:
+    return dict(sorted(_REASONS.copy().items()))
+
+
+# --- activation --------------------------------------------------------------------------------
+
+
+def activate() -> None:
+    """Wrap the binding the transports call (with ``_state.LOCK`` held), once."""
+    import wrapt
+
+    module = sys.modules[TARGET]
+    if not any(owner is module for owner, _, _ in _HANDLES):
+        handle = wrapt.wrap_function_wrapper(module, "create_ssl_context", wrapper)
+        _HANDLES.append((module, "create_ssl_context", handle))
+    _ON[0] = True
+    with contextlib.suppress(Exception):  # (identified now, not in a first client)
+        known()
+    version = getattr(sys.modules.get("httpx"), "__version__", "?")
+    _log.log(20 if _log.level == 20 else 10,
+             "requests_fastssl: active for httpx %s in pid %d: wrapped %s.create_ssl_context",
+             version, os.getpid(), TARGET)  # fmt: skip
+
+
+def deactivate() -> None:
+    """Take our layer off (only ours, by identity), with ``_state.LOCK`` held."""
+    _ON[0] = False
+    import wrapt
+
+    kept = []
+    for owner, name, handle in _HANDLES:
+        try:
+            wrapt.unwrap_object(owner, name, handle, missing_ok=True)
+        except wrapt.WrapperNotOutermostError:
+            kept.append((owner, name, handle))  # (inactive under another layer)
+    _HANDLES[:] = kept
+
+
+def active() -> bool:
+    return _ON[0] and STATE.wanted
+
+
+def _after_fork() -> None:
+    """A child drops every httpx context: another thread may have been in a handshake with one
+    at the fork (OpenSSL may hold a lock inside it), and unlike urllib3's set-up, no handshake
+    of httpx's passes through the shim to be counted."""
+    for key in [k for k in list(REGISTRY._entries) if type(k) is tuple and k[:1] == (TAG,)]:
+        REGISTRY._entries.pop(key, None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
