@@ -330,7 +330,7 @@ def _build(cafile: str | None, triple: tuple[Any, Any, Any], alpn: tuple[str, ..
 
 def _context(builder: Any, inputs: dict[str, Any], alpn: tuple[str, ...]) -> Any:
     """The shared context (its warnings issued as stock issues them), a Reason for stock, or
-    stock's own error raised."""
+    the ``StockError`` whose error stock's own build raises for these inputs."""
     decision = _decide(inputs, alpn)
     if isinstance(decision, Reason):
         return decision
@@ -340,11 +340,11 @@ def _context(builder: Any, inputs: dict[str, Any], alpn: tuple[str, ...]) -> Any
         found = REGISTRY.get(key, paths, lambda checks: _build(cafile, triple, alpn, checks))
     except _CertStep as failed:  # (the CA loaded: stock warned of cert=, then failed)
         _warn(builder, 1)
-        raise failed.error from failed.error.__cause__
+        return failed  # (raised by the wrapper, outside its net for our own bugs)
     except StockError as failed:  # (the CA's load failed: only verify=<str>'s warning came first)
         if verify_str:
             _warn(builder, 0)
-        raise failed.error from failed.error.__cause__
+        return failed
     if isinstance(found, Reason):
         return found  # (nothing issued yet: stock issues every warning itself)
     if verify_str:
@@ -392,6 +392,9 @@ def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         propagate(exc)
         _log.exception("requests_fastssl: internal error; this httpx client builds its own")
         reason = Reason.INTERNAL_ERROR
+    if isinstance(reason, StockError):
+        REGISTRY.count("httpx_step_asides")  # (stock's error for this client, as stock's)
+        raise reason.error
     if isinstance(reason, Reason):
         _aside(reason)
         return wrapped(*args, **kwargs)
