@@ -190,11 +190,8 @@ def stats() -> Stats:
     """The registry's counters (see ``Stats``)."""
     from ._registry import REGISTRY
 
-    found = REGISTRY.stats()
-    httpx = sys.modules.get("_requests_fastssl._httpx")
-    if httpx is not None:
-        found = found._replace(httpx_step_aside_reasons=httpx.reasons())
-    return found
+    found, httpx = REGISTRY.stats(), sys.modules.get("_requests_fastssl._httpx")
+    return found if httpx is None else found._replace(httpx_step_aside_reasons=httpx.reasons())
 
 
 def clear() -> None:
@@ -271,38 +268,26 @@ def _on_urllib3_imported(module: ModuleType) -> None:
         _logger().exception("requests_fastssl: patching urllib3 failed; it stays stock")
 
 
-# httpx (0.28) follows its own import as urllib3's patch follows urllib3's: the module whose
-# binding of create_ssl_context its transports call (docs/design.md, httpx).
-_HTTPX = "httpx._transports.default"
+_HTTPX = "httpx._transports.default"  # (its transports call its binding: design.md, httpx)
 
 
-def _watch_httpx() -> None:
-    """With the lock: share httpx's transports' contexts now if httpx is imported, else when
-    it is (nothing of httpx's, nor wrapt or ssl, is imported for it before)."""
-    module = sys.modules.get(_HTTPX)
-    if module is None:
-        _import_hook.add(_HTTPX, _on_httpx_imported)
-    elif not _initializing(module):
-        _import_hook.remove(_HTTPX)
-        _activate_httpx()
-    # (else being imported: by our hook's loader, which calls back; by another past it: stock)
-
-
-def _activate_httpx() -> None:
-    try:
-        from . import _httpx
-
-        _httpx.activate()
-    except Exception:  # (never into the program's import of httpx: it stays stock)
-        _logger().exception("requests_fastssl: patching httpx failed; it stays stock")
-
-
-def _on_httpx_imported(module: ModuleType) -> None:
-    """The import hook's callback for httpx; never raises."""
+def _watch_httpx(imported: ModuleType | None = None) -> None:
+    """With the lock, or as the import hook's callback (never raising): share httpx's
+    transports' contexts once it is imported (nothing of it, wrapt or ssl imported before)."""
     with _lock:
+        module = imported or sys.modules.get(_HTTPX)
+        if module is None or (imported is None and _initializing(module)):
+            if module is None:  # (else being imported: by our loader, which calls back)
+                _import_hook.add(_HTTPX, _watch_httpx)
+            return
         _import_hook.remove(_HTTPX)
-        if STATE.wanted:
-            _activate_httpx()
+        try:
+            if STATE.wanted:
+                from . import _httpx
+
+                _httpx.activate()
+        except Exception:  # (never into the program's import of httpx: it stays stock)
+            _logger().exception("requests_fastssl: patching httpx failed; it stays stock")
 
 
 _ADAPTERS = "requests.adapters"

@@ -22,7 +22,12 @@ def test_the_core_is_small() -> None:
     }
     plugin = sizes.pop("pytest_plugin.py")
     sizes.pop("_layouts.py")
-    assert sum(sizes.values()) < 2750, sizes
+    # httpx's transports (issue 43): a second client library, budgeted on its own
+    httpx = sizes.pop("_httpx.py") + sizes.pop("_httpx_code.py")
+    assert httpx < 500, httpx
+    assert sum(sizes.values()) < 2850, sizes  # (2750 before httpx's touches: issue 43)
+    install = sizes.pop("_install.py")  # (httpx's activation beside urllib3's: issue 43)
+    assert install <= 330, install
     assert max(*sizes.values(), plugin) <= 300, sizes
     cli = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.glob("cli/*.py")}
     assert max(cli.values()) <= 300, cli
