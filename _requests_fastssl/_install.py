@@ -80,6 +80,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
             STATE.phase, STATE.reason = "disabled", STATE.veto
             return
         STATE.wanted, STATE.strict = True, strict
+        _watch_httpx()
         if not STATE.active:
             connection = sys.modules.get(_import_hook.TARGET)
             if connection is None:
@@ -105,6 +106,9 @@ def uninstall() -> Status:
     with _lock:
         STATE.wanted = STATE.active = False
         _import_hook.remove()  # (the wait for urllib3, and for requests.adapters to warm)
+        httpx = sys.modules.get("_requests_fastssl._httpx")
+        if httpx is not None:
+            httpx.deactivate()
         if STATE.handles:
             import wrapt
 
@@ -186,7 +190,8 @@ def stats() -> Stats:
     """The registry's counters (see ``Stats``)."""
     from ._registry import REGISTRY
 
-    return REGISTRY.stats()
+    found, httpx = REGISTRY.stats(), sys.modules.get("_requests_fastssl._httpx")
+    return found if httpx is None else found._replace(httpx_step_aside_reasons=httpx.reasons())
 
 
 def clear() -> None:
@@ -263,6 +268,28 @@ def _on_urllib3_imported(module: ModuleType) -> None:
         with _lock:
             STATE.phase, STATE.reason = "unsupported", f"patching failed: {exc!r}"
         _logger().exception("requests_fastssl: patching urllib3 failed; it stays stock")
+
+
+_HTTPX = "httpx._transports.default"  # (its transports call its binding: design.md, httpx)
+
+
+def _watch_httpx(imported: ModuleType | None = None) -> None:
+    """With the lock, or as the import hook's callback (never raising): share httpx's
+    transports' contexts once it is imported (nothing of it, wrapt or ssl imported before)."""
+    with _lock:
+        module = imported or sys.modules.get(_HTTPX)
+        if module is None or (imported is None and _initializing(module)):
+            if module is None:  # (else being imported: by our loader, which calls back)
+                _import_hook.add(_HTTPX, _watch_httpx)
+            return
+        _import_hook.remove(_HTTPX)
+        try:
+            if STATE.wanted:
+                from . import _httpx
+
+                _httpx.activate()
+        except Exception:  # (never into the program's import of httpx: it stays stock)
+            _logger().exception("requests_fastssl: patching httpx failed; it stays stock")
 
 
 _ADAPTERS = "requests.adapters"

@@ -12,7 +12,7 @@ import types
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # (typing costs start-up time; this module is imported at activation)
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
 __all__ = ["FUNCTIONS", "TABLE", "fingerprint", "identify", "layout", "source_of"]
@@ -90,6 +90,27 @@ TABLE: dict[str, dict[str, str]] = {
     },
     "eventlet.green.ssl.GreenSSLContext.minimum_version": {
         "227e12d146067ea8ee635b49728730d0": "0.36.1-0.41.3"
+    },
+    # httpx (_httpx.FUNCTIONS): keys by qualified name, fingerprints of the block dedented
+    # (_httpx._fingerprint). 0.27 builds through SSLConfig: not tabled, stock.
+    "httpx._config.create_ssl_context": {"1c99a0f2e58e1cd056856072b8a87da8": "httpx 0.28.1"},
+    "httpx._transports.default.HTTPTransport.__init__": {
+        "7efd93cd22ed4f0ceb2fce3faa470882": "httpx 0.28.1",
+    },
+    "httpx._transports.default.AsyncHTTPTransport.__init__": {
+        "ff5979a552fdd6ec3385116a5f98a8db": "httpx 0.28.1",
+    },
+    "httpcore._sync.connection.HTTPConnection._connect": {
+        "431016d2643b9d0b344f9937b2ec123e": "httpcore 1.0.9",
+    },
+    "httpcore._async.connection.AsyncHTTPConnection._connect": {
+        "1ec18a43e4513f6e3a7a25fac70d488e": "httpcore 1.0.9",
+    },
+    "httpcore._sync.http_proxy.TunnelHTTPConnection.handle_request": {
+        "a59460b5b2698894aa7c9bc339b8cb27": "httpcore 1.0.9",
+    },
+    "httpcore._async.http_proxy.AsyncTunnelHTTPConnection.handle_async_request": {
+        "40c23c9cb5b85bded681650611df958e": "httpcore 1.0.9",
     },
 }
 
@@ -216,12 +237,15 @@ def fingerprint(source: str, first_line: int, name: str) -> str | None:
     return None if found is None else found[0]
 
 
-def identify(source: str, code: types.CodeType, namespace: dict[str, Any]) -> str | None:
+def identify(
+    source: str, code: types.CodeType, namespace: dict[str, Any], also: Iterable[str] = ()
+) -> str | None:
     """The fingerprint of the function whose code is ``code``, taken from ``source`` only if
     that source is what ``code`` was compiled from: its block alone, compiled at its lines with
     the code's future flags and this interpreter's optimisation, gives an equal code object (a
     stale or unchecked ``.pyc``, or a loader that rewrites code but not source, fails it). The
-    names it reads that hold modules (``namespace``: its globals) are declared imported on the
+    names it reads that hold modules (``namespace``: its globals), and those in ``also`` (a
+    module's imports that bind nothing: under ``TYPE_CHECKING``), are declared imported on the
     first line, as the module's own imports declare them: the compiler calls an imported
     name's attributes differently. A guess that misses only ever fails the check: stock."""
     found = _laid_out(source, code, namespace) or _block(source, code.co_firstlineno, code.co_name)
@@ -234,7 +258,9 @@ def identify(source: str, code: types.CodeType, namespace: dict[str, Any]) -> st
     while todo:
         names.update(todo[-1].co_names)
         todo += [c for c in todo.pop().co_consts if isinstance(c, types.CodeType)]
-    imported = sorted(n for n in names if isinstance(namespace.get(n), types.ModuleType))
+    imported = sorted(
+        n for n in names if n in also or isinstance(namespace.get(n), types.ModuleType)
+    )
     text = "".join(
         (f"import {', '.join(imported)}" if imported else "", "\n" * (code.co_firstlineno - 1))
     )

@@ -188,14 +188,18 @@ def first_step_aside(reason: Reason, served: bool = False) -> None:
 def report() -> None:
     """The at-exit line of ``REQUESTS_FASTSSL_REPORT`` (a process that imported urllib3): here,
     as the core never imports the command line; written, not logged (logging may be shut down)."""
-    if "urllib3.connection" not in sys.modules:  # (where the shim works: else nothing to say)
+    httpx = sys.modules.get("_requests_fastssl._httpx")  # (httpx's transports: active too)
+    if "urllib3.connection" not in sys.modules and httpx is None:  # (else nothing to say)
         return
     from ._state import STATE
     from ._status import Stats
 
     registry = sys.modules.get("_requests_fastssl._registry")
-    if STATE.active:
-        said = str(registry.REGISTRY.stats() if registry is not None else Stats())
+    if STATE.active or (httpx is not None and httpx.active()):
+        found = registry.REGISTRY.stats() if registry is not None else Stats()
+        if httpx is not None:
+            found = found._replace(httpx_step_aside_reasons=httpx.reasons())
+        said = str(found)
     else:
         state = f"{STATE.phase}: {STATE.reason}" if STATE.reason else STATE.phase
         said = f"the shim was not active ({state})"

@@ -36,7 +36,8 @@ _log = logging.getLogger("requests_fastssl")
 _perf_counter = time.perf_counter  # (else float: 0.0, build_seconds stays 0)
 _perf_counter = _perf_counter if type(_perf_counter) is types.BuiltinFunctionType else float
 Build = Callable[[tuple[FileCheck, ...]], Any]
-_NOT_COUNTED = ("build_seconds", "entries", "step_aside_reasons", "mean_load_seconds")
+_NOT_COUNTED = ("build_seconds", "entries", "step_aside_reasons", "mean_load_seconds",
+                "httpx_step_aside_reasons")  # fmt: skip
 _COUNTERS = tuple(name for name in Stats._fields if name not in _NOT_COUNTED)
 
 

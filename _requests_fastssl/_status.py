@@ -48,6 +48,10 @@ class Stats(NamedTuple):
     # (added after the mapping: every earlier field keeps its place)
     owned_connections: int = 0  #: own-context set-ups whose CA load the shim served
     mean_load_seconds: float = 0.0  #: one load, as a build here took (0.0: none was timed)
+    # httpx (its transports' contexts, one per client; not TLS connection set-ups):
+    httpx_transports: int = 0  #: httpx transports given a shared context
+    httpx_step_asides: int = 0  #: httpx transports whose context httpx built, as stock
+    httpx_step_aside_reasons: Mapping[str, int] = {}
 
     def __str__(self) -> str:
         """One readable line (``repr()`` keeps every field)."""
@@ -76,28 +80,39 @@ class Stats(NamedTuple):
         why = ", ".join(f"{code} {count}" for code, count in reasons.items() if count > 0)
         aside = f"{n(max(0, self.step_asides - owned), 'set-up')} left to stock ({why})"
         parts.append(aside if why else "none left to stock")
+        if self.httpx_transports or self.httpx_step_asides:
+            why = ", ".join(f"{c} {k}" for c, k in self.httpx_step_aside_reasons.items() if k > 0)
+            parts.append(
+                f"httpx: {n(self.httpx_transports, 'client transport')} used shared contexts, "
+                f"{self.httpx_step_asides} left to httpx's own build" + (f" ({why})" if why else "")
+            )
         names = ("build_failures", "failures_skipped", "discards", "evictions")
         parts += [f"{x.replace('_', ' ')} {getattr(self, x)}" for x in names if getattr(self, x)]
         return "; ".join(parts)
 
     @property
     def loads_avoided(self) -> int:
-        """Loads stock requests would have done that the shim did not."""
-        return max(0, self.connections - self.ca_loads) + self.owned_loads_avoided
+        """Loads stock would have done that the shim did not (an httpx transport: one each)."""
+        shared = self.connections + self.httpx_transports
+        return max(0, shared - self.ca_loads) + self.owned_loads_avoided
 
     @property
     def seconds_saved(self) -> float:
         """An estimate: loads avoided in shared contexts (the timed ones) times the mean build."""
         built = self.contexts_built
         mean = self.mean_load_seconds or (self.build_seconds / built if built else 0.0)
-        return max(0, self.connections - self.ca_loads) * mean
+        return max(0, self.connections + self.httpx_transports - self.ca_loads) * mean
 
     def since(self, earlier: Stats) -> Stats:
         """The counters accumulated after ``earlier`` (``entries``, ``mean_load_seconds``: now)."""
         if not isinstance(earlier, Stats):
             raise TypeError(f"since() takes an earlier Stats, not {type(earlier).__name__}")
-        before = earlier.step_aside_reasons
-        reasons = {r: n - before.get(r, 0) for r, n in self.step_aside_reasons.items()}
-        kept = ("entries", "mean_load_seconds", "step_aside_reasons")
+
+        def minus(now: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
+            return {r: n - before.get(r, 0) for r, n in now.items() if n - before.get(r, 0)}
+
+        mappings = ("step_aside_reasons", "httpx_step_aside_reasons")
+        kept = ("entries", "mean_load_seconds", *mappings)
         counts = {f: getattr(self, f) - getattr(earlier, f) for f in self._fields if f not in kept}
-        return self._replace(**counts, step_aside_reasons={r: n for r, n in reasons.items() if n})
+        counts.update({f: minus(getattr(self, f), getattr(earlier, f)) for f in mappings})
+        return self._replace(**counts)
