@@ -19,7 +19,7 @@ import sys
 from collections.abc import Hashable
 from typing import Any
 
-from . import _contexts
+from . import _contexts, _httpx_anyio
 from ._contexts import _pinned, _stock, _through
 from ._files import FileCheck, propagate
 from ._genuine import GENUINE_CONTEXT, _genuine_code, genuine_classes, genuine_unpatched
@@ -141,12 +141,14 @@ def _build(cafile: str | None, triple: tuple[Any, Any, Any], alpn: tuple[str, ..
     return ctx
 
 
-def _context(builder: Any, inputs: dict[str, Any], alpn: tuple[str, ...]) -> Any:
+def _context(builder: Any, inputs: dict[str, Any], alpn: tuple[str, ...], sync: bool) -> Any:
     """The shared context (its warnings issued as stock issues them), a Reason for stock, or
     the ``StockError`` whose error stock's own build raises for these inputs."""
     decision = _decide(inputs, alpn)
     if isinstance(decision, Reason):
         return decision
+    if not sync and (why := _httpx_anyio.reason()):  # (its connections wrap through anyio)
+        return why
     key, paths, cafile, triple = decision
     verify_str = type(inputs["verify"]) is str
     try:
@@ -193,6 +195,7 @@ def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         if reason is None:
             local = frame.f_locals
             http2, proxy = local.get("http2"), local.get("proxy")
+            sync = frame.f_code is not getattr(inits[1], "__code__", 0)
             del frame, local
             if type(http2) is not bool:
                 reason = Reason.CALL_SHAPE
@@ -200,7 +203,7 @@ def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
                 reason = Reason.UNKNOWN_CODE  # (SOCKS: its httpcore code is not reviewed)
             else:
                 alpn = ("http/1.1", "h2") if http2 else ("http/1.1",)
-                reason = _context(wrapped, dict(kwargs), alpn)
+                reason = _context(wrapped, dict(kwargs), alpn, sync)
     except _BUGS as exc:
         propagate(exc)
         _log.exception("requests_fastssl: internal error; this httpx client builds its own")
@@ -221,6 +224,8 @@ def _aside(reason: Reason) -> None:
     token = object()
     if _ANNOUNCED.setdefault(reason.code, token) is token:
         text = unknown_code_reason() if reason is Reason.UNKNOWN_CODE else None
+        if reason is Reason.UNKNOWN_CODE and not text and not _httpx_anyio.tls_known():
+            text = _httpx_anyio.UNKNOWN
         with contextlib.suppress(Exception):  # (an application's log filter may raise)
             _log.log(
                 20 if _log.level == 20 else 10,
@@ -245,6 +250,7 @@ def activate() -> None:
     if not any(owner is module for owner, _, _ in _HANDLES):
         handle = wrapt.wrap_function_wrapper(module, "create_ssl_context", wrapper)
         _HANDLES.append((module, "create_ssl_context", handle))
+    _httpx_anyio.activate()
     _ON[0] = True
     with contextlib.suppress(Exception):  # (identified now, not in a first client)
         known()
@@ -257,15 +263,17 @@ def activate() -> None:
 def deactivate() -> None:
     """Take our layer off (only ours, by identity), with ``_state.LOCK`` held."""
     _ON[0] = False
+    _httpx_anyio.deactivate()
     import wrapt
 
-    kept = []
-    for owner, name, handle in _HANDLES:
-        try:
-            wrapt.unwrap_object(owner, name, handle, missing_ok=True)
-        except wrapt.WrapperNotOutermostError:
-            kept.append((owner, name, handle))  # (inactive under another layer)
-    _HANDLES[:] = kept
+    for handles in (_HANDLES, _httpx_anyio.HANDLES):
+        kept = []
+        for owner, name, handle in handles:
+            try:
+                wrapt.unwrap_object(owner, name, handle, missing_ok=True)
+            except wrapt.WrapperNotOutermostError:
+                kept.append((owner, name, handle))  # (inactive under another layer)
+        handles[:] = kept
 
 
 def active() -> bool:

@@ -112,6 +112,8 @@ TABLE: dict[str, dict[str, str]] = {
     "httpcore._async.http_proxy.AsyncTunnelHTTPConnection.handle_async_request": {
         "40c23c9cb5b85bded681650611df958e": "httpcore 1.0.9",
     },
+    # anyio's TLSStream.wrap (_httpx_anyio): its run_sync call for a context not exactly ssl's.
+    "anyio.streams.tls.TLSStream.wrap": {"7bf9a88085c2fcaf8959b10185140752": "anyio 4.16.0"},
 }
 
 

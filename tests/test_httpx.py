@@ -18,7 +18,7 @@ import pytest
 from support import PKI, ServerFactory, run_python
 
 import requests_fastssl
-from _requests_fastssl import _contexts
+from _requests_fastssl import _contexts, _httpx_anyio
 from _requests_fastssl.cli.server import HTTPSServer, server_context
 
 pytestmark = pytest.mark.skipif(
@@ -76,6 +76,13 @@ def both(call: Callable[[], Any]) -> tuple[Any, Any, requests_fastssl.Stats]:
 FLAVOURS = pytest.mark.parametrize("flavour", ["sync", "async"])
 
 
+def shared(flavour: str, clients: int) -> int:
+    """How many of ``clients`` new clients share here: pytest loads anyio (it ships a pytest
+    plugin) through its assertion-rewriting loader, which cannot give the shim anyio's code, so
+    async transports are stock in this process (a child checks them: worker-thread test)."""
+    return clients if flavour == "sync" or _httpx_anyio.tls_known() else 0
+
+
 @pytest.fixture
 def url(make_server: ServerFactory) -> str:
     return make_server(client_certs="optional").url
@@ -115,7 +122,7 @@ def test_stock_and_shim_agree(
         stock, shim, counted = both(lambda: [get(url, flavour, **kwargs) for _ in range(3)])
     assert shim == stock
     if case not in ("missing-ca", "malformed-ca", "malformed-cert"):
-        assert counted.httpx_transports == 3, counted  # (shared, every client)
+        assert counted.httpx_transports == shared(flavour, 3), counted  # (every client)
         assert counted.ca_loads <= 1
     if case in ("cert", "cert-password", "cert-one-file"):
         assert stock[0][1] in ("client-a", "client-b")  # (the server saw it)
@@ -273,7 +280,7 @@ def test_warnings_are_stocks(pki: PKI, monkeypatch: pytest.MonkeyPatch, action: 
     assert shim == stock
     assert stock
     assert all(w[0].endswith(str(Path("httpx", "_config.py"))) for w in stock)
-    assert counted.httpx_transports == 12
+    assert counted.httpx_transports == 6 + shared("async", 6)
 
 
 @pytest.mark.subprocess
@@ -350,43 +357,67 @@ def h2_server(pki: PKI) -> Iterator[HTTPSServer]:
         yield server
 
 
-def _hops(url: str, clients: int) -> tuple[list[int], int]:
-    """``clients`` AsyncClients, one per task, each making one new connection: the statuses,
-    and how many times anyio's ``to_thread.run_sync`` ran in this thread (the event loop's),
-    counted by a profiler (which changes nothing the program does)."""
-    import anyio.to_thread
+_HOPS = """
+    import asyncio, sys
+    import anyio.to_thread, httpx, requests_fastssl
 
     run_sync = vars(anyio.to_thread)["run_sync"]
     code = getattr(run_sync, "__wrapped__", run_sync).__code__
-    started: list[Any] = []
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code is code and frame not in started:
-            started.append(frame)  # (a coroutine's frame is called again at each resume)
+    def hops(url, clients):
+        started = []
 
-    async def one() -> int:
-        async with httpx.AsyncClient() as client:
-            return (await client.get(url)).status_code
+        def profile(frame, event, arg):  # (watches; changes nothing the program does)
+            if event == "call" and frame.f_code is code and frame not in started:
+                started.append(frame)  # (a coroutine's frame is called again at each resume)
 
-    async def run() -> list[int]:
-        return list(await asyncio.gather(*(one() for _ in range(clients))))
+        async def one():
+            async with httpx.AsyncClient() as client:
+                return (await client.get(url)).status_code
 
-    sys.setprofile(profile)
-    try:
-        statuses = asyncio.run(run())
-    finally:
-        sys.setprofile(None)
-    return statuses, len(started)
+        async def run():
+            return list(await asyncio.gather(*(one() for _ in range(clients))))
+
+        sys.setprofile(profile)
+        try:
+            statuses = asyncio.run(run())
+        finally:
+            sys.setprofile(None)
+        return statuses, len(started)
+
+    requests_fastssl.uninstall()
+    print(*hops(sys.argv[-1], 8))
+    requests_fastssl.install()
+    print(*hops(sys.argv[-1], 8))
+    print(requests_fastssl.stats().httpx_transports)
+"""
 
 
-@pytest.mark.xfail(strict=True, reason="the shim's frozen context makes anyio hop (fixed next)")
-def test_async_connections_take_no_worker_thread(
-    url: str, pki: PKI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """anyio wraps in a worker thread (``to_thread.run_sync``) a context whose type is not
-    exactly ``ssl.SSLContext``; stock's is, so stock never hops. Nor may the shim's."""
-    monkeypatch.setenv("SSL_CERT_FILE", pki.bundle)
-    stock, shim, counted = both(lambda: _hops(url, 8))
-    assert stock == ([200] * 8, 0)
+@pytest.mark.subprocess
+def test_async_connections_take_no_worker_thread(url: str, pki: PKI) -> None:
+    """anyio runs ``wrap_bio`` through ``to_thread.run_sync`` (a worker thread) for a context
+    whose type is not exactly ``ssl.SSLContext``; stock's is, so stock never hops. Nor may the
+    shim's frozen context: an AsyncClient per task, counted by a profiler in the loop's thread.
+    (In a child: pytest loads anyio through its assertion-rewriting loader, from which the
+    shim cannot read anyio's code; async transports are stock in this process.)"""
+    code = _HOPS.replace("sys.argv[-1]", repr(url))
+    stock, shim, shared = run_python(code, env={"SSL_CERT_FILE": pki.bundle}).splitlines()
+    assert stock == "[200, 200, 200, 200, 200, 200, 200, 200] 0"
     assert shim == stock
-    assert counted.httpx_transports == 8, counted
+    assert shared == "8"
+
+
+@pytest.mark.subprocess
+def test_the_anyio_layer_follows_its_import_and_uninstall() -> None:
+    code = """
+        import sys, requests_fastssl, httpx
+        httpx.AsyncHTTPTransport()
+        print("anyio.to_thread" in sys.modules)  # (anyio 4.16 imports it lazily)
+        import anyio.to_thread as t
+        from _requests_fastssl import _httpx_anyio
+        print(type(t.run_sync).__name__, _httpx_anyio.reason())
+        requests_fastssl.uninstall()
+        print(type(t.run_sync).__name__)
+    """
+    out = run_python(code).split()
+    assert out[1:] == ["FunctionWrapper", "None", "function"], out
