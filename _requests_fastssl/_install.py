@@ -143,6 +143,9 @@ def status() -> Status:
         if STATE.active and STATE.phase == "active":
             # (activated inside urllib3's import, where the code was not yet read: now it is)
             _observe.unknown_code()
+        httpx = sys.modules.get("_requests_fastssl._httpx")
+        if STATE.phase == "pending" and httpx is not None and httpx.active():
+            return Status(State.ACTIVE, f"for httpx; urllib3: {STATE.reason}")
         return Status(State(STATE.phase), STATE.reason)
 
 

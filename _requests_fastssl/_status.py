@@ -15,7 +15,7 @@ class State(enum.StrEnum):
     NOT_INSTALLED = "not-installed"  #: install() never called, or uninstall() called since
     DISABLED = "disabled"  #: REQUESTS_FASTSSL_DISABLE is set; install() did nothing
     PENDING = "pending"  #: installed; patches when urllib3 is imported
-    ACTIVE = "active"  #: urllib3 is patched and contexts are shared
+    ACTIVE = "active"  #: urllib3 is patched (or httpx hooked) and contexts are shared
     UNSUPPORTED = "unsupported"  #: requests/urllib3 cannot be patched safely; left stock
 
 

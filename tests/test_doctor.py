@@ -389,3 +389,9 @@ def test_an_ini_value_that_is_not_a_switch_is_named(tmp_path: Path) -> None:
         "text": f"on, as in your programs: fastssl = '2' in {project / 'pyproject.toml'} is "
         "not a switch; the plugin warns and leaves the shim to start-up",
     }
+
+
+def test_doctor_says_whether_httpx_shares(tmp_path: Path) -> None:
+    proc = doctor("--no-self-test", env=private_startup(tmp_path / "startup"))
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("httpx "))
+    assert line == "httpx 0.28.1: shared", line  # (the test group's release; anyio's reviewed)

@@ -437,3 +437,17 @@ def test_dir_shows_the_names_loaded_on_first_use() -> None:
     out = run_python("import json, requests_fastssl; print(json.dumps(dir(requests_fastssl)))")
     names = json.loads(out)
     assert set(requests_fastssl.__all__) <= set(names)
+
+
+@pytest.mark.subprocess
+def test_status_is_active_for_httpx_without_urllib3() -> None:
+    out = run_python("""
+        import sys, httpx, requests_fastssl
+        print("urllib3" in sys.modules, requests_fastssl.status())
+        requests_fastssl.uninstall()
+        print(requests_fastssl.status().state)
+    """).splitlines()
+    assert out == [
+        "False active: for httpx; urllib3: waiting for urllib3 to be imported",
+        "not-installed",
+    ], out

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from .green import green_libraries
+from .green import green_libraries, httpx_line
 from .modes import activation_modes
 from .output import certificates, trust_for_verify_true, versions
 from .programs import your_programs
@@ -52,6 +52,7 @@ def doctor(
     for line in modes:
         out.say(f"  {line}")
     green_libraries(out)
+    httpx_line(out)
     programs_active = your_programs(out)
     _trust_source(out, verify, programs_active)
     part = "self-test in" if self_test else "the request from" if request else "doctor's shim in"

@@ -13,7 +13,7 @@ from typing import Any
 
 from .report import Report
 
-__all__ = ["green_libraries"]
+__all__ = ["green_libraries", "httpx_line"]
 
 # distribution -> the module of its context class (the shim's _green.GREEN)
 _LIBRARIES = {"gevent": "gevent.ssl", "eventlet": "eventlet.green.ssl"}
@@ -57,3 +57,26 @@ def _verdict(reason: str | None) -> str:
     if reason is None:
         return "shared (its SSLContext's code is reviewed)"
     return f"every connection left to stock ({reason})"
+
+
+def httpx_line(out: Report) -> None:
+    """Whether httpx's transports (and its async clients, through anyio) share here, as the
+    shim judges a transport: its and httpcore's code reviewed, and anyio's TLS wrap."""
+    try:
+        release = version("httpx")
+    except PackageNotFoundError:
+        out.say("httpx: not installed", "httpx", None)
+        return
+    try:
+        import httpcore  # noqa: F401  (imports the httpcore modules the shim reads)
+        import httpx  # noqa: F401
+
+        from .._httpx_anyio import UNKNOWN, tls_known
+        from .._httpx_code import known, unknown_code_reason
+
+        why = known()
+        sync = "shared" if why is None else f"left to stock ({unknown_code_reason() or why.text})"
+        both = sync if why or tls_known() else f"{sync}; AsyncClient left to stock ({UNKNOWN})"
+    except Exception as exc:  # (an install that cannot import here: say so)
+        both = f"not importable here ({type(exc).__name__}: {exc})"
+    out.say(f"httpx {release}: {both}", "httpx", {"version": release, "verdict": both})
