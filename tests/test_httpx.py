@@ -421,3 +421,35 @@ def test_the_anyio_layer_follows_its_import_and_uninstall() -> None:
     """
     out = run_python(code).split()
     assert out[1:] == ["FunctionWrapper", "None", "function"], out
+
+
+@pytest.mark.subprocess
+def test_a_forked_childs_new_client_works_as_stock(url: str, pki: PKI) -> None:
+    """A client made before ``os.fork()``: the child's new client (sync and async) gets what
+    stock's gets, from a context the child builds (a parent's is dropped at the fork)."""
+    code = """
+        import asyncio, os, sys, httpx, requests_fastssl
+
+        def one():
+            with httpx.Client() as c:
+                return c.get(URL).status_code
+
+        async def one_async():
+            async with httpx.AsyncClient() as c:
+                return (await c.get(URL)).status_code
+
+        for shim in (False, True):
+            requests_fastssl.install() if shim else requests_fastssl.uninstall()
+            first = one()
+            pid = os.fork()
+            if pid == 0:
+                before = requests_fastssl.stats()
+                got = (one(), asyncio.run(one_async()))
+                counted = requests_fastssl.stats().since(before)
+                print(shim, first, *got, counted.httpx_transports, counted.contexts_built)
+                sys.stdout.flush()
+                os._exit(0)
+            os.waitpid(pid, 0)
+    """
+    out = run_python(code.replace("URL", repr(url)), env={"SSL_CERT_FILE": pki.bundle})
+    assert out.splitlines() == ["False 200 200 200 0 0", "True 200 200 200 2 1"], out
