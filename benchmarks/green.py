@@ -13,6 +13,9 @@ VARIANT is one of (default: ``floor stock shim``; ratios are to the first one na
 - ``shim``: ``requests_fastssl.install()`` from this tree.
 - ``shim=DIR``: the same from the source tree DIR (another commit, or a change under test);
   checked to be the one imported.
+- ``shim-warm``: the shim, with ``requests_fastssl.warm(verify=bundle)`` called in the timed
+  window before the greenlets are let go, where the floor builds: no greenlet meets a build
+  after its TCP connect (the cold ``shim`` row's only difference from the floor).
 
 Each run is a fresh interpreter whose first statement is ``monkey.patch_all()`` (with
 ``--eventlet``: ``eventlet.monkey_patch()``), before requests or urllib3 is imported; then the
@@ -57,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = ("stock", "floor", "shim")
+BASE = ("stock", "floor", "shim", "shim-warm")
 TARGETS = {"loads": 1, "wall": 1.05, "gap": 1.10, "repetitions": 21}  # issue 42's
 
 
@@ -104,7 +107,7 @@ def _child(
     green = _patch(library)  # before anything else imports socket, ssl or threading
     kind, _, tree = variant.partition("=")
     counting = _counter() if count else None
-    if kind == "shim":
+    if kind in ("shim", "shim-warm"):
         source = str(Path(tree).resolve()) if tree else str(ROOT)
         sys.path.insert(0, source)
         import requests_fastssl
@@ -181,6 +184,8 @@ def _child(
         ctx = create_urllib3_context(cert_reqs=2)  # CERT_REQUIRED; the patched class (gevent's)
         ctx.load_verify_locations(bundle)
         holder.append(ctx)
+    elif kind == "shim-warm":
+        sys.modules["requests_fastssl"].warm(verify=bundle)
     release()
     for one in workers:
         join(one)
@@ -211,7 +216,7 @@ def _child(
         result["ca_loads"] = counter.verify_locations + counter.default_certs
         result["load_verify_locations"] = counter.verify_locations
         result["load_default_certs"] = counter.default_certs
-    if kind == "shim":
+    if kind in ("shim", "shim-warm"):
         stats = requests_fastssl.stats()
         result["shim"] = {
             "contexts_built": stats.contexts_built,
