@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import _import_hook, _observe
+from . import _httpx_watch, _import_hook, _observe
 from ._errors import UnsupportedVersionError
 from ._observe import _logger
 from ._state import LOCK as _lock
@@ -24,13 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["STATE", "activate", "clear", "install", "stats", "status", "uninstall"]
 
 ENV_DISABLE = "REQUESTS_FASTSSL_DISABLE"
-_MISSED = (
-    "urllib3 was imported through another finder in front of the shim's, which did not call "
-    "back; install() activates it"
-)
-_BEING_IMPORTED = (
-    "urllib3 was being imported when install() ran; call install() again once it is imported"
-)
+_MISSED = ("urllib3 was imported through another finder in front of the shim's, which did "
+           "not call back; install() activates it")  # fmt: skip
+_BEING_IMPORTED = ("urllib3 was being imported when install() ran; call install() again once "
+                   "it is imported")  # fmt: skip
 
 
 def _debug(message: str, *args: Any) -> None:
@@ -80,7 +77,7 @@ def activate(*, strict: bool = False, max_contexts: int | None = None) -> None:
             STATE.phase, STATE.reason = "disabled", STATE.veto
             return
         STATE.wanted, STATE.strict = True, strict
-        _watch_httpx()
+        _httpx_watch.watch()
         if not STATE.active:
             connection = sys.modules.get(_import_hook.TARGET)
             if connection is None:
@@ -106,9 +103,7 @@ def uninstall() -> Status:
     with _lock:
         STATE.wanted = STATE.active = False
         _import_hook.remove()  # (the wait for urllib3, and for requests.adapters to warm)
-        httpx = sys.modules.get("_requests_fastssl._httpx")
-        if httpx is not None:
-            httpx.deactivate()
+        _httpx_watch.stop()
         if STATE.handles:
             import wrapt
 
@@ -143,8 +138,7 @@ def status() -> Status:
         if STATE.active and STATE.phase == "active":
             # (activated inside urllib3's import, where the code was not yet read: now it is)
             _observe.unknown_code()
-        httpx = sys.modules.get("_requests_fastssl._httpx")
-        if STATE.phase == "pending" and httpx is not None and httpx.active():
+        if STATE.phase == "pending" and _httpx_watch.hooked():
             return Status(State.ACTIVE, f"for httpx; urllib3: {STATE.reason}")
         return Status(State(STATE.phase), STATE.reason)
 
@@ -193,8 +187,7 @@ def stats() -> Stats:
     """The registry's counters (see ``Stats``)."""
     from ._registry import REGISTRY
 
-    found, httpx = REGISTRY.stats(), sys.modules.get("_requests_fastssl._httpx")
-    return found if httpx is None else found._replace(httpx_step_aside_reasons=httpx.reasons())
+    return _httpx_watch.with_reasons(REGISTRY.stats())
 
 
 def clear() -> None:
@@ -273,28 +266,6 @@ def _on_urllib3_imported(module: ModuleType) -> None:
         _logger().exception("requests_fastssl: patching urllib3 failed; it stays stock")
 
 
-_HTTPX = "httpx._transports.default"  # (its transports call its binding: design.md, httpx)
-
-
-def _watch_httpx(imported: ModuleType | None = None) -> None:
-    """With the lock, or as the import hook's callback (never raising): share httpx's
-    transports' contexts once it is imported (nothing of it, wrapt or ssl imported before)."""
-    with _lock:
-        module = imported or sys.modules.get(_HTTPX)
-        if module is None or (imported is None and _initializing(module)):
-            if module is None:  # (else being imported: by our loader, which calls back)
-                _import_hook.add(_HTTPX, _watch_httpx)
-            return
-        _import_hook.remove(_HTTPX)
-        try:
-            if STATE.wanted:
-                from . import _httpx
-
-                _httpx.activate()
-        except Exception:  # (never into the program's import of httpx: it stays stock)
-            _logger().exception("requests_fastssl: patching httpx failed; it stays stock")
-
-
 _ADAPTERS = "requests.adapters"
 
 
@@ -309,11 +280,8 @@ def _warm_from_env() -> None:
             if STATE.active:
                 _import_hook.add(_ADAPTERS, _on_adapters_imported)
         return
-    if _initializing(adapters):
-        # By our hook's loader (it warms when the import ends), or by another thread that
-        # passed the hook before it was there: that warm is skipped, and the first request
-        # pays the one load, as without the switch.
-        return
+    if _initializing(adapters):  # (by our hook's loader, which warms when the import ends; or
+        return  # by a thread past the hook: skipped, the first request pays, as without it)
     from ._warm import warm_from_env
 
     warm_from_env()

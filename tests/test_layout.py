@@ -25,9 +25,10 @@ def test_the_core_is_small() -> None:
     plugin = sizes.pop("pytest_plugin.py")
     sizes.pop("_layouts.py")
     # httpx's transports (issue 43): a second client library, budgeted on its own (500 until
-    # anyio's TLS wrap, whose one run_sync call a frozen context must not take: _httpx_anyio)
+    # anyio's TLS wrap, whose one run_sync call a frozen context must not take: _httpx_anyio;
+    # 620 until its import was followed by a module of its own, keeping _install under 300)
     httpx = sum(sizes.pop(name) for name in list(sizes) if name.startswith("_httpx"))
-    assert httpx < 620, httpx
+    assert httpx < 700, httpx
     assert sum(sizes.values()) < 3000, sizes
     assert max(*sizes.values(), plugin) <= 300, sizes
     cli = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.glob("cli/*.py")}
