@@ -23,7 +23,7 @@ from . import _contexts, _httpx_anyio
 from ._contexts import _pinned, _stock, _through
 from ._files import FileCheck, propagate
 from ._genuine import GENUINE_CONTEXT, _genuine_code, genuine_classes, genuine_unpatched
-from ._httpx_code import FUNCTIONS, known, own, unknown_code_reason, warn
+from ._httpx_code import FUNCTIONS, known, own, present, unknown_code_reason, warn
 from ._policy import Reason, StockError, _Secret
 from ._registry import REGISTRY
 from ._state import STATE
@@ -66,6 +66,8 @@ def _decide(inputs: dict[str, Any], alpn: tuple[str, ...]) -> Reason | tuple[Any
     elif verify is False:
         cafile = None
     elif type(verify) is str:
+        if not verify:  # (create_default_context(cafile="") loads the system store)
+            return Reason.DEFAULT_STORE
         if os.path.isdir(verify):
             return Reason.CA_DIRECTORY
         cafile, cert = verify, None  # (0.28 returns before cert is handled: never loaded)
@@ -141,32 +143,29 @@ def _build(cafile: str | None, triple: tuple[Any, Any, Any], alpn: tuple[str, ..
     return ctx
 
 
-def _context(builder: Any, inputs: dict[str, Any], alpn: tuple[str, ...], sync: bool) -> Any:
-    """The shared context (its warnings issued as stock issues them), a Reason for stock, or
-    the ``StockError`` whose error stock's own build raises for these inputs."""
+def _context(
+    inputs: dict[str, Any], alpn: tuple[str, ...], sync: bool
+) -> tuple[Any, tuple[int, ...]]:
+    """The shared context, a Reason for stock, or the ``StockError`` whose error stock's own
+    build raises for these inputs; with the warnings stock issues before that (by number), for
+    the wrapper to issue outside its net for our bugs and outside any ``except`` block (a
+    warning hook's error, ``-W error``, is the program's, with no context of ours)."""
     decision = _decide(inputs, alpn)
     if isinstance(decision, Reason):
-        return decision
+        return decision, ()
     if not sync and (why := _httpx_anyio.reason()):  # (its connections wrap through anyio)
-        return why
+        return why, ()
     key, paths, cafile, triple = decision
     verify_str = type(inputs["verify"]) is str
     try:
         found = REGISTRY.get(key, paths, lambda checks: _build(cafile, triple, alpn, checks))
     except _CertStep as failed:  # (the CA loaded: stock warned of cert=, then failed)
-        warn(builder, 1)
-        return failed  # (raised by the wrapper, outside its net for our own bugs)
+        return failed, (1,)
     except StockError as failed:  # (the CA's load failed: only verify=<str>'s warning came first)
-        if verify_str:
-            warn(builder, 0)
-        return failed
+        return failed, (0,) if verify_str else ()
     if isinstance(found, Reason):
-        return found  # (nothing issued yet: stock issues every warning itself)
-    if verify_str:
-        warn(builder, 0)
-    elif triple[0]:
-        warn(builder, 1)
-    return found
+        return found, ()  # (nothing issued: stock issues every warning itself)
+    return found, (0,) if verify_str else (1,) if triple[0] else ()
 
 
 def _caller(frame: Any) -> Any:
@@ -186,6 +185,7 @@ def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
     if frame is None or not any(frame.f_code is getattr(f, "__code__", 0) for f in inits):
         return wrapped(*args, **kwargs)  # (not a transport's call: its caller's own context)
     del transports
+    owed: tuple[int, ...] = ()
     try:
         builder = sys.modules.get("httpx._config")
         ours = builder is not None and own(wrapped, builder)
@@ -203,11 +203,13 @@ def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
                 reason = Reason.UNKNOWN_CODE  # (SOCKS: its httpcore code is not reviewed)
             else:
                 alpn = ("http/1.1", "h2") if http2 else ("http/1.1",)
-                reason = _context(wrapped, dict(kwargs), alpn, sync)
+                reason, owed = _context(dict(kwargs), alpn, sync)
     except _BUGS as exc:
         propagate(exc)
         _log.exception("requests_fastssl: internal error; this httpx client builds its own")
         reason = Reason.INTERNAL_ERROR
+    for which in owed:
+        warn(wrapped, which)
     if isinstance(reason, StockError):
         REGISTRY.count("httpx_step_asides")  # (stock's error for this client, as stock's)
         raise reason.error
@@ -247,6 +249,7 @@ def activate() -> None:
     import wrapt
 
     module = sys.modules[TARGET]
+    _HANDLES[:] = [h for h in _HANDLES if present(*h)]  # (reloaded: gone)
     if not any(owner is module for owner, _, _ in _HANDLES):
         handle = wrapt.wrap_function_wrapper(module, "create_ssl_context", wrapper)
         _HANDLES.append((module, "create_ssl_context", handle))

@@ -16,7 +16,7 @@ from typing import Any
 from . import _contexts, _import_hook, _known
 from ._files import propagate
 from ._genuine import GENUINE_CONTEXT, genuine_unpatched
-from ._httpx_code import _known_one, _resolve
+from ._httpx_code import _known_one, _resolve, present
 from ._policy import Reason
 from ._state import LOCK, STATE
 
@@ -106,6 +106,7 @@ async def _direct(wrap_bio: Any, args: tuple[Any, ...]) -> Any:
 def _wrap(module: Any) -> None:
     import wrapt
 
+    HANDLES[:] = [h for h in HANDLES if present(*h)]  # (reloaded: gone)
     if not any(owner is module for owner, _, _ in HANDLES):
         handle = wrapt.wrap_function_wrapper(module, "run_sync", run_sync)
         HANDLES.append((module, "run_sync", handle))

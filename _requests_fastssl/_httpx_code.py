@@ -17,7 +17,7 @@ from ._files import propagate
 from ._genuine import _compiled
 from ._policy import Reason
 
-__all__ = ["FUNCTIONS", "known", "own", "unknown_code_reason", "warn"]
+__all__ = ["FUNCTIONS", "known", "own", "present", "unknown_code_reason", "warn"]
 
 # Every function the shared path relies on, by module and qualified name: the builder it
 # mirrors, the two callers it serves (their flags decide ALPN), and httpcore's writers of
@@ -165,3 +165,16 @@ def warn(builder: Any, which: int) -> None:
     registry = space.setdefault("__warningregistry__", {})
     warnings.warn_explicit(message, DeprecationWarning, builder.__code__.co_filename, line,
                            space["__name__"], registry)  # fmt: skip
+
+
+def present(owner: object, name: str, handle: object) -> bool:
+    """Whether our layer ``handle`` is still on ``owner.name``, under other layers or not (a
+    reload of its module puts a new function there: the layer is gone, wrap again)."""
+    current = getattr(owner, name, None)
+    for _ in range(16):
+        if current is handle:
+            return True
+        current = getattr(current, "__wrapped__", None)
+        if current is None:
+            return False
+    return False

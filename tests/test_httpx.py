@@ -453,3 +453,92 @@ def test_a_forked_childs_new_client_works_as_stock(url: str, pki: PKI) -> None:
     """
     out = run_python(code.replace("URL", repr(url)), env={"SSL_CERT_FILE": pki.bundle})
     assert out.splitlines() == ["False 200 200 200 0 0", "True 200 200 200 2 1"], out
+
+
+def test_an_empty_verify_string_is_the_system_store_as_stock(
+    pki: PKI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``verify=""``: 0.28 warns, then ``create_default_context(cafile="")`` loads the system
+    store: left to stock (default-store), with no internal error logged (attack round)."""
+
+    def make() -> list[Any]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            httpx.Client(verify="").close()
+        return [(w.category, str(w.message), w.lineno) for w in seen]
+
+    stock, shim, counted = both(make)
+    assert shim == stock
+    assert len(stock) == 1
+    assert counted.httpx_step_aside_reasons == {"default-store": 1}
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_a_warning_hook_that_raises_is_called_once_and_its_error_is_the_programs(
+    pki: PKI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``showwarning`` that raises (a ValueError): stock calls it once and the program gets
+    its error, with no context of the shim's (attack round: the shim had read it as its own
+    bug, logged it, and let stock warn a second time)."""
+
+    def make() -> list[Any]:
+        calls: list[str] = []
+
+        def hook(message: Any, *args: Any, **kwargs: Any) -> None:
+            calls.append(str(message))
+            raise ValueError("hook says no")
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = hook
+            try:
+                httpx.Client(verify=pki.bundle, cert=pki.client_a.pair)
+            except ValueError as exc:
+                return [calls, str(exc), exc.__context__]
+        return [calls, None, None]
+
+    stock, shim, _ = both(make)
+    assert shim == stock
+    assert stock[1] == "hook says no"
+    assert len(stock[0]) == 1
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_a_deprecation_warning_raised_as_an_error_carries_no_context_of_ours(
+    tmp_path: Path,
+) -> None:
+    """A CA file whose load fails, under ``-W error``: stock raises the ``verify=<str>``
+    warning before its load; the shim's build failed first, and raised the warning inside its
+    handler, so the program saw our exception as its context (attack round)."""
+    bad = tmp_path / "bad.pem"
+    bad.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+
+    def make() -> list[Any]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            try:
+                httpx.Client(verify=str(bad))
+            except DeprecationWarning as exc:
+                return [str(exc), exc.__context__, exc.__cause__]
+        return []
+
+    stock, shim, _ = both(make)
+    assert shim == stock
+    assert stock[1:] == [None, None]
+
+
+@pytest.mark.subprocess
+def test_a_reloaded_transports_module_is_wrapped_again_by_install(pki: PKI) -> None:
+    code = f"""
+        import importlib, httpx, httpx._transports.default as d
+        import requests_fastssl
+        importlib.reload(d)  # (a new function there: our layer is gone)
+        d.HTTPTransport(verify={pki.bundle!r}).close()
+        before = requests_fastssl.stats().httpx_transports
+        requests_fastssl.uninstall(); requests_fastssl.install()
+        for _ in range(2):  # (the reloaded module's class: httpx.Client holds the old one,
+            d.HTTPTransport(verify={pki.bundle!r}).close()  # whose calls stay stock)
+        httpx.Client(verify={pki.bundle!r}).close()
+        print(before, requests_fastssl.stats().httpx_transports)
+    """
+    assert run_python(code).split() == ["0", "2"]
