@@ -1,5 +1,5 @@
 """Green: N gevent greenlets, one ``requests.get`` each, on new connections, with a ticker
-greenlet beside them that tells how long the hub was blocked (issue 42).
+greenlet beside them that tells how long the hub was blocked.
 
     python benchmarks/green.py [--greenlets 30,300] [--repeat 21] [--eventlet] [--json FILE]
         [VARIANT...]
@@ -61,7 +61,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ("stock", "floor", "shim", "shim-warm")
-TARGETS = {"loads": 1, "wall": 1.05, "gap": 1.10, "repetitions": 21}  # issue 42's
+TARGETS = {"loads": 1, "wall": 1.05, "gap": 1.10, "repetitions": 21}  # (the green targets)
 
 
 def _patch(library: str) -> Any:
@@ -394,7 +394,7 @@ def main() -> int:
                     f"{variant}, {n} greenlets, its stats() in the timed runs: {_shim_stats(mine)}"
                 )
     if verdicts:
-        print("issue 42's targets against the floor (medians of the per-repetition ratios):")
+        print("targets against the floor (medians of the per-repetition ratios):")
         print("\n".join(verdicts))
     for n, counted in loads.items():  # (a count of loads from a run that failed requests)
         for variant, run in counted.items():

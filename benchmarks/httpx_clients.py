@@ -14,7 +14,9 @@ CA, named by ``SSL_CERT_FILE`` (httpx reads it for ``verify=True``, ``trust_env`
 ``httpx.get`` each: wall per request), ``async-tasks`` (30 tasks, an ``AsyncClient`` each,
 beside a 1 ms ticker task: wall per request and the worst gap between its ticks, the time the
 event loop was blocked), ``shared`` (one client, keep-alive requests, us each). The ratios are
-medians of per-repetition ratios to the floor. Load counts come from one untimed pass each.
+medians of per-repetition ratios to the floor, each mode first in turn, each run after a
+``gc.collect()`` (else the run after stock's collected its contexts). Load counts come from
+one untimed pass each.
 Needs httpx (and trustme): pip install -e . --group test
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import ssl
@@ -141,6 +144,9 @@ def mode_on(mode: str) -> Any:
     if mode == "shim":
         requests_fastssl.install()
         httpx.Client().close()  # (its one build, outside the timed window, as the floor's)
+    # The previous run's garbage (stock's 30 contexts, each with its store) is collected here,
+    # not in this run's timed window: in one process, a run after stock's paid for it.
+    gc.collect()
     try:
         yield
     finally:

@@ -122,7 +122,7 @@ def test_the_benchmarks_page_shows_the_committed_outputs() -> None:
     it, so that its reading can be checked against the run, and the run against its JSON."""
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     outputs = sorted((ROOT / "benchmarks").rglob("*.txt"))
-    assert len(outputs) == 10
+    assert len(outputs) == 12
     for path in outputs:
         text = path.read_text().strip()
         assert f"```\n{text}\n```" in page, path.relative_to(ROOT)

@@ -1,10 +1,11 @@
 """The implementation stays small enough to read (issues 19 and 26): the core (the shim and its
 activation: every module of the package and the run bootstrap, but the command line and the
-pytest plugin, which are interfaces to it) under 3,000 lines (2,200 until issue 39 added the
+pytest plugin, which are interfaces to it) under 3,050 lines (2,200 until issue 39 added the
 known-code table and its checks, the import entry's legacy finders and loaders, and the
 wrapping of a signal handler's error in a CA load; 2,700 until issue 41's counters told loads
 saved in callers' own contexts apart; 2,750 until issue 42's green libraries: their context
-classes' known code, 35 lines of it table, and a greenlet's wait), no module of the package
+classes' known code, 35 lines of it table, and a greenlet's wait; 3,000 until issue 43's
+httpx counters, status line and table entries), no module of the package
 over 300, and no import cycle anywhere. ``_layouts.py`` is data a tool writes, not code to
 read: not counted."""
 
@@ -29,7 +30,7 @@ def test_the_core_is_small() -> None:
     # 620 until its import was followed by a module of its own, keeping _install under 300)
     httpx = sum(sizes.pop(name) for name in list(sizes) if name.startswith("_httpx"))
     assert httpx < 700, httpx
-    assert sum(sizes.values()) < 3000, sizes
+    assert sum(sizes.values()) < 3050, sizes
     assert max(*sizes.values(), plugin) <= 300, sizes
     cli = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.glob("cli/*.py")}
     assert max(cli.values()) <= 300, cli
