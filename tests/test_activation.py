@@ -85,6 +85,7 @@ def test_import_requests_fastssl_loads_only_its_own_small_modules() -> None:
         [
             "_requests_fastssl",
             "_requests_fastssl._errors",
+            "_requests_fastssl._httpx_watch",  # (64 lines: waits for httpx as for urllib3)
             "_requests_fastssl._import_hook",
             "_requests_fastssl._install",
             "_requests_fastssl._observe",
